@@ -1,0 +1,390 @@
+#include "actors/link_actor.hpp"
+
+#include "config/log.hpp"
+#include "transport/crc32c.hpp"
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace mccl::actors {
+
+namespace {
+constexpr std::size_t stage_capacity = 256 * 1024;
+/// Payload bytes below this go through the staging area (one recv picks up
+/// several small frames); above it they are read straight into their buffer.
+constexpr std::size_t direct_read_min = 64 * 1024;
+/// Bytes moved per poll before yielding the worker to the collective actors.
+constexpr std::size_t poll_budget = 8u << 20;
+/// Chunks of ops this rank has not started yet that we keep at most.
+constexpr std::size_t max_early_bytes = std::size_t{2} << 30;
+constexpr int max_iov = 32;
+} // namespace
+
+link_actor::link_actor(caf::actor_config& cfg, link_init init)
+  : caf::event_based_actor(cfg), init_(std::move(init)), stage_(stage_capacity) {
+  peer_name_ = init_.conn->description();
+  last_tx_ = last_rx_ = last_activity_ = clock::now();
+}
+
+caf::behavior link_actor::make_behavior() {
+  // A link must outlive transient trouble of others: never let an unexpected
+  // message or exit from a peer actor kill it silently.
+  set_default_handler(caf::drop);
+  delayed_send(this, init_.heartbeat, tick_atom::value);
+  park();
+  return {
+    [this](send_atom, tx_request& req, caf::actor& notify) { on_send(req, std::move(notify)); },
+    [this](route_atom, uint64_t seq, caf::actor& c) { on_route(seq, std::move(c)); },
+    [this](unroute_atom, uint64_t seq) {
+      routes_.erase(seq);
+      auto i = early_.find(seq);
+      if (i != early_.end()) {
+        for (auto& c : i->second)
+          early_bytes_ -= c.header.payload_len;
+        early_.erase(i);
+      }
+    },
+    [this](poll_atom) {
+      poll_queued_ = false;
+      poll();
+    },
+    [this](ready_atom, bool for_write) {
+      (for_write ? write_armed_ : read_armed_) = false;
+      poll();
+    },
+    [this](tick_atom) { on_tick(); },
+    [this](abort_atom, int origin, std::string& reason) {
+      on_abort(origin, reason);
+      return true;
+    },
+    [this](shutdown_atom) {
+      on_shutdown();
+      return true;
+    },
+  };
+}
+
+// ---- handlers -------------------------------------------------------------------
+
+void link_actor::on_send(tx_request& req, caf::actor notify) {
+  if (closed_ || aborted_)
+    return; // the op is being failed by the progress actor; nothing may be sent
+  tx_item item;
+  auto h = req.header;
+  h.comm_id = init_.comm_id;
+  h.payload_len = static_cast<uint32_t>(req.len);
+  if (init_.crc && req.len > 0) {
+    h.flags |= wire::flag_crc;
+    h.crc = crc32c(req.data, req.len);
+  }
+  wire::encode_header(h, item.header);
+  item.data = req.data;
+  item.len = req.len;
+  item.notify = std::move(notify);
+  item.step = h.step;
+  item.chunk = h.chunk;
+  txq_.push_back(std::move(item));
+  last_activity_ = clock::now();
+  // Write at once: for small ops this saves a trip through the mailbox.
+  write_frames();
+  kick();
+}
+
+void link_actor::on_route(uint64_t seq, caf::actor c) {
+  auto i = early_.find(seq);
+  if (i != early_.end()) {
+    for (auto& chunk : i->second) {
+      early_bytes_ -= chunk.header.payload_len;
+      send(c, chunk_atom::value, std::move(chunk));
+    }
+    early_.erase(i);
+  }
+  routes_[seq] = std::move(c);
+  last_activity_ = clock::now();
+  kick();
+}
+
+void link_actor::on_abort(int origin, const std::string& reason) {
+  if (aborted_ || closed_)
+    return;
+  aborted_ = true;
+  purge_queued_data();
+  enqueue_control(wire::frame_kind::abort, static_cast<uint32_t>(origin), wire::encode_text(reason));
+  write_frames();
+  kick();
+}
+
+void link_actor::on_shutdown() {
+  if (!closed_) {
+    purge_queued_data();
+    enqueue_control(wire::frame_kind::bye, static_cast<uint32_t>(init_.rank), {});
+    write_frames(); // best effort: a peer that is gone or slow is not waited for
+    closed_ = true;
+    init_.conn->close();
+  }
+  quit();
+}
+
+void link_actor::on_tick() {
+  if (closed_)
+    return;
+  auto now = clock::now();
+  if (!aborted_ && txq_.empty() && now - last_tx_ >= init_.heartbeat) {
+    enqueue_control(wire::frame_kind::heartbeat, 0, {});
+    write_frames();
+    kick();
+  }
+  delayed_send(this, init_.heartbeat, tick_atom::value);
+}
+
+// ---- progress -------------------------------------------------------------------
+
+void link_actor::kick() {
+  if (closed_ || poll_queued_)
+    return;
+  poll_queued_ = true;
+  send(this, poll_atom::value);
+}
+
+void link_actor::poll() {
+  if (closed_)
+    return;
+  auto moved = read_frames();
+  if (!closed_)
+    moved += write_frames();
+  if (closed_)
+    return;
+  auto now = clock::now();
+  if (moved > 0)
+    last_activity_ = now;
+  bool busy = !routes_.empty() || !txq_.empty() || in_payload_;
+  if (busy && now - last_activity_ < init_.spin)
+    kick();
+  else
+    park();
+}
+
+void link_actor::park() {
+  if (closed_)
+    return;
+  caf::actor self = caf::actor_cast<caf::actor>(this);
+  if (!read_armed_) {
+    read_armed_ = true;
+    init_.conn->notify_when_ready(false, [self] { caf::anon_send(self, ready_atom::value, false); });
+  }
+  if (!txq_.empty() && !write_armed_) {
+    write_armed_ = true;
+    init_.conn->notify_when_ready(true, [self] { caf::anon_send(self, ready_atom::value, true); });
+  }
+}
+
+std::size_t link_actor::read_frames() {
+  std::size_t total = 0;
+  while (!closed_ && total < poll_budget) {
+    // 1. Consume what is staged.
+    while (stage_begin_ < stage_end_ && !closed_) {
+      auto avail = stage_end_ - stage_begin_;
+      if (!in_payload_) {
+        if (avail < wire::header_size)
+          break;
+        auto res = wire::decode_header(stage_.data() + stage_begin_, avail, init_.max_payload);
+        if (res.status != wire::decode_status::ok) {
+          fail("malformed frame from " + peer_name_ + ": " + res.reason);
+          return total;
+        }
+        cur_ = res.header;
+        stage_begin_ += wire::header_size;
+        cur_have_ = 0;
+        cur_buf_ = cur_.payload_len > 0 ? init_.pool->acquire(cur_.payload_len) : nullptr;
+        in_payload_ = true;
+        if (cur_.payload_len == 0)
+          frame_complete();
+      } else {
+        auto n = std::min<std::size_t>(avail, cur_.payload_len - cur_have_);
+        std::memcpy(cur_buf_.get() + cur_have_, stage_.data() + stage_begin_, n);
+        cur_have_ += n;
+        stage_begin_ += n;
+        if (cur_have_ == cur_.payload_len)
+          frame_complete();
+      }
+    }
+    if (closed_)
+      return total;
+    if (stage_begin_ == stage_end_) {
+      stage_begin_ = stage_end_ = 0;
+    } else if (stage_begin_ > 0) {
+      // Keep a partial header contiguous at the front.
+      std::memmove(stage_.data(), stage_.data() + stage_begin_, stage_end_ - stage_begin_);
+      stage_end_ -= stage_begin_;
+      stage_begin_ = 0;
+    }
+    // 2. Read more: big payload remainders straight into their buffer.
+    transport::io_result r;
+    bool direct = in_payload_ && stage_end_ == 0 && cur_.payload_len - cur_have_ >= direct_read_min;
+    if (direct)
+      r = init_.conn->read_some(cur_buf_.get() + cur_have_, cur_.payload_len - cur_have_);
+    else
+      r = init_.conn->read_some(stage_.data() + stage_end_, stage_.size() - stage_end_);
+    if (r.bytes > 0) {
+      total += r.bytes;
+      last_rx_ = clock::now();
+      if (direct) {
+        cur_have_ += r.bytes;
+        if (cur_have_ == cur_.payload_len)
+          frame_complete();
+      } else {
+        stage_end_ += r.bytes;
+      }
+      continue;
+    }
+    if (r.closed) {
+      if (!r.error.empty())
+        fail("connection to " + peer_name_ + " failed: " + r.error);
+      else
+        fail(peer_name_ + " closed the connection", false);
+    }
+    break;
+  }
+  return total;
+}
+
+void link_actor::frame_complete() {
+  in_payload_ = false;
+  auto h = cur_;
+  auto buf = std::move(cur_buf_);
+  switch (h.kind) {
+    case wire::frame_kind::data: {
+      if ((h.flags & wire::flag_crc) && crc32c(buf.get(), h.payload_len) != h.crc) {
+        fail("CRC32C mismatch on a chunk from " + peer_name_ + " (seq " + std::to_string(h.seq)
+             + ", step " + std::to_string(h.step) + ", chunk " + std::to_string(h.chunk) + ")");
+        return;
+      }
+      if (h.comm_id != init_.comm_id) {
+        fail("frame for communicator " + std::to_string(h.comm_id) + " on a link of communicator "
+             + std::to_string(init_.comm_id) + " from " + peer_name_);
+        return;
+      }
+      dispatch_data(rx_chunk{init_.peer, h, std::move(buf)});
+      return;
+    }
+    case wire::frame_kind::heartbeat:
+      return;
+    case wire::frame_kind::abort: {
+      std::string why;
+      auto text = wire::decode_text(buf.get(), h.payload_len, &why);
+      send(init_.progress, peer_abort_atom::value, static_cast<int>(h.aux),
+           text ? *text : "(unreadable reason: " + why + ")");
+      return;
+    }
+    case wire::frame_kind::bye:
+      fail(peer_name_ + " finalized", true);
+      return;
+    default:
+      fail(std::string("unexpected ") + wire::to_string(h.kind) + " frame from " + peer_name_
+           + " after the handshake");
+  }
+}
+
+void link_actor::dispatch_data(rx_chunk chunk) {
+  auto i = routes_.find(chunk.header.seq);
+  if (i != routes_.end()) {
+    send(i->second, chunk_atom::value, std::move(chunk));
+    return;
+  }
+  // The peer is ahead of us: keep the chunk until our op with this seq starts.
+  early_bytes_ += chunk.header.payload_len;
+  if (early_bytes_ > max_early_bytes) {
+    fail(peer_name_ + " sent more than 2 GiB for ops this rank has not started (seq "
+         + std::to_string(chunk.header.seq) + "); are all ranks issuing the same collectives?");
+    return;
+  }
+  early_[chunk.header.seq].push_back(std::move(chunk));
+}
+
+std::size_t link_actor::write_frames() {
+  std::size_t total = 0;
+  while (!txq_.empty() && !closed_) {
+    iovec iov[max_iov];
+    int n = 0;
+    for (auto it = txq_.begin(); it != txq_.end() && n + 2 <= max_iov; ++it) {
+      std::size_t w = it->written;
+      if (w < wire::header_size)
+        iov[n++] = {it->header + w, wire::header_size - w};
+      std::size_t poff = w > wire::header_size ? w - wire::header_size : 0;
+      if (it->len > poff)
+        iov[n++] = {const_cast<uint8_t*>(it->data) + poff, it->len - poff};
+    }
+    auto r = init_.conn->write_some(iov, n);
+    if (!r.error.empty()) {
+      fail("sending to " + peer_name_ + " failed: " + r.error);
+      return total;
+    }
+    if (r.bytes == 0)
+      break;
+    total += r.bytes;
+    last_tx_ = clock::now();
+    auto left = r.bytes;
+    while (left > 0) {
+      auto& front = txq_.front();
+      auto need = wire::header_size + front.len - front.written;
+      if (left < need) {
+        front.written += left;
+        break;
+      }
+      left -= need;
+      if (front.notify)
+        send(front.notify, sent_atom::value, init_.peer, front.step, front.chunk);
+      txq_.pop_front();
+    }
+  }
+  return total;
+}
+
+void link_actor::enqueue_control(wire::frame_kind kind, uint32_t aux, std::vector<uint8_t> payload) {
+  tx_item item;
+  wire::frame_header h;
+  h.kind = kind;
+  h.comm_id = init_.comm_id;
+  h.aux = aux;
+  h.payload_len = static_cast<uint32_t>(payload.size());
+  wire::encode_header(h, item.header);
+  item.owned = std::move(payload);
+  item.data = item.owned.data();
+  item.len = item.owned.size();
+  txq_.push_back(std::move(item));
+}
+
+void link_actor::purge_queued_data() {
+  // Drop every frame that has not started; the one on the wire must finish
+  // (the stream would be corrupt otherwise), so copy its remaining payload:
+  // after this the link holds no pointer into any caller's buffer.
+  if (txq_.empty())
+    return;
+  auto front = std::move(txq_.front());
+  txq_.clear();
+  if (front.written == 0)
+    return;
+  if (front.owned.empty() && front.len > 0) {
+    front.owned.assign(front.data, front.data + front.len);
+    front.data = front.owned.data();
+  }
+  front.notify = nullptr;
+  txq_.push_back(std::move(front));
+}
+
+void link_actor::fail(const std::string& why, bool graceful) {
+  if (closed_)
+    return;
+  closed_ = true;
+  txq_.clear(); // nothing more will be written: no pointer into caller memory survives
+  init_.conn->close();
+  if (graceful)
+    MCCL_LOG(info, why);
+  else
+    MCCL_LOG(warn, "link to " << peer_name_ << " is down: " << why);
+  send(init_.progress, link_down_atom::value, init_.peer, why, graceful);
+}
+
+} // namespace mccl::actors

@@ -1,0 +1,123 @@
+#pragma once
+/// The link actor: one per peer of a communicator. It owns the transport
+/// connection and is the only code that touches it.
+///
+/// - frames out: queues tx_requests from collective actors, writes them
+///   gathered (header + payload straight from the caller's buffer) and tells
+///   the sender once a frame has fully left (sent_atom);
+/// - frames in: parses headers (bounded before any allocation), lands
+///   payloads in pooled staging memory and routes each data chunk to the
+///   collective actor registered for its sequence number (buffering chunks
+///   of ops this rank has not started yet);
+/// - liveness: heartbeats when idle; EOF, socket errors, malformed frames and
+///   CRC mismatches are reported to the progress actor (link_down_atom);
+///   ABORT frames from the peer are passed on (peer_abort_atom).
+///
+/// Progress: while it has work (routed ops, queued frames, a partial frame)
+/// the link busy-polls its connection by sending itself poll_atom, so bytes,
+/// chunk messages and reductions stay on one CAF worker without thread
+/// hand-offs. After MCCL_SPIN_US without traffic it parks: the reactor
+/// thread waits in the kernel and wakes it (ready_atom). An idle rank burns
+/// no CPU.
+
+#include "actors/buffer_pool.hpp"
+#include "actors/messages.hpp"
+#include "transport/connection.hpp"
+
+#include <caf/event_based_actor.hpp>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+namespace mccl::actors {
+
+struct link_init {
+  int rank = 0;
+  int peer = 0;
+  uint32_t comm_id = 0;
+  transport::connection_ptr conn;
+  caf::actor progress;
+  buffer_pool* pool = nullptr;
+  bool crc = false;
+  std::chrono::microseconds spin{50};
+  std::chrono::milliseconds heartbeat{1000};
+  uint32_t max_payload = 0; ///< largest data frame accepted (chunk size + slack)
+};
+
+class link_actor : public caf::event_based_actor {
+public:
+  link_actor(caf::actor_config& cfg, link_init init);
+
+  caf::behavior make_behavior() override;
+
+  const char* name() const override { return "mccl.link"; }
+
+private:
+  using clock = std::chrono::steady_clock;
+
+  struct tx_item {
+    uint8_t header[wire::header_size];
+    const uint8_t* data = nullptr;
+    std::size_t len = 0;
+    std::size_t written = 0;       ///< bytes of header + payload already sent
+    caf::actor notify;             ///< told sent_atom when done (may be null)
+    uint32_t step = 0;
+    uint32_t chunk = 0;
+    std::vector<uint8_t> owned;    ///< payload copy for control frames / purged items
+  };
+
+  // ---- handlers
+  void on_send(tx_request& req, caf::actor notify);
+  void on_route(uint64_t seq, caf::actor collective);
+  void on_abort(int origin, const std::string& reason);
+  void on_shutdown();
+  void on_tick();
+
+  // ---- progress
+  void kick();            ///< schedule a poll unless one is queued
+  void poll();            ///< move bytes both ways, then spin or park
+  void park();
+  std::size_t read_frames();
+  std::size_t write_frames();
+  void frame_complete();
+  void dispatch_data(rx_chunk chunk);
+  void enqueue_control(wire::frame_kind kind, uint32_t aux, std::vector<uint8_t> payload);
+  void purge_queued_data();
+  void fail(const std::string& why, bool graceful = false);
+
+  link_init init_;
+  std::string peer_name_; ///< "rank 2 at 127.0.0.1:4711"
+
+  // tx
+  std::deque<tx_item> txq_;
+  clock::time_point last_tx_;
+
+  // rx: staging area for headers and small frames; large payloads are read
+  // straight into their pooled buffer.
+  std::vector<uint8_t> stage_;
+  std::size_t stage_begin_ = 0;
+  std::size_t stage_end_ = 0;
+  bool in_payload_ = false;
+  wire::frame_header cur_;
+  std::shared_ptr<uint8_t> cur_buf_;
+  std::size_t cur_have_ = 0;
+  clock::time_point last_rx_;
+
+  // routing
+  std::unordered_map<uint64_t, caf::actor> routes_;
+  std::map<uint64_t, std::vector<rx_chunk>> early_;
+  std::size_t early_bytes_ = 0;
+
+  // progress state
+  bool poll_queued_ = false;
+  bool read_armed_ = false;
+  bool write_armed_ = false;
+  clock::time_point last_activity_;
+  bool closed_ = false;
+  bool aborted_ = false;
+};
+
+} // namespace mccl::actors

@@ -1,0 +1,69 @@
+#pragma once
+/// The messages mccl's actors exchange. They never carry bulk bytes: data
+/// travels as pointers into the caller's buffers (sends) or as shared
+/// pointers to pooled staging memory (receives). None of these types ever
+/// leaves the process, hence CAF_ALLOW_UNSAFE_MESSAGE_TYPE below.
+
+#include "collectives/op.hpp"
+#include "config/error.hpp"
+#include "transport/frame.hpp"
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+
+#include <memory>
+#include <string>
+
+namespace mccl::actors {
+
+// Atoms (at most 10 characters each).
+using submit_atom = caf::atom_constant<caf::atom("submit")>;     // caller -> progress
+using op_done_atom = caf::atom_constant<caf::atom("opdone")>;    // collective -> progress
+using send_atom = caf::atom_constant<caf::atom("send")>;         // collective -> link
+using sent_atom = caf::atom_constant<caf::atom("sent")>;         // link -> collective
+using chunk_atom = caf::atom_constant<caf::atom("chunk")>;       // link -> collective
+using route_atom = caf::atom_constant<caf::atom("route")>;       // progress -> link
+using unroute_atom = caf::atom_constant<caf::atom("unroute")>;   // progress -> link
+using poll_atom = caf::atom_constant<caf::atom("poll")>;         // link -> itself (spinning)
+using ready_atom = caf::atom_constant<caf::atom("ready")>;       // reactor -> link (parked)
+using link_down_atom = caf::atom_constant<caf::atom("linkdown")>; // link -> progress
+using peer_abort_atom = caf::atom_constant<caf::atom("peerabort")>; // link -> progress
+using abort_atom = caf::atom_constant<caf::atom("abort")>;       // anyone -> progress / progress -> link
+using fail_atom = caf::atom_constant<caf::atom("fail")>;         // progress -> collective
+using timeout_atom = caf::atom_constant<caf::atom("timeout")>;   // watchdog -> collective
+using watch_atom = caf::atom_constant<caf::atom("watch")>;       // collective -> watchdog
+using unwatch_atom = caf::atom_constant<caf::atom("unwatch")>;   // collective -> watchdog
+using tick_atom = caf::atom_constant<caf::atom("tick")>;         // timers
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>; // finalize
+
+/// A frame a collective wants sent: header plus a view of the payload, which
+/// stays valid until the link reports it sent (sent_atom to `notify`).
+struct tx_request {
+  wire::frame_header header;
+  const uint8_t* data = nullptr;
+  std::size_t len = 0;
+  int peer = -1;
+};
+
+/// A data frame a link received, routed to the collective actor of its seq.
+struct rx_chunk {
+  int peer = -1;
+  wire::frame_header header;
+  std::shared_ptr<uint8_t> buffer; ///< pooled; payload at buffer.get()
+};
+
+/// How an op ended, reported by its collective actor to the progress actor.
+struct op_result {
+  uint64_t seq = 0;
+  errc code = errc::none;
+  std::string message;
+  std::string algorithm;
+};
+
+} // namespace mccl::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::tx_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::rx_chunk)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::op_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::op_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::errc)

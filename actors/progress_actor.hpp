@@ -1,0 +1,72 @@
+#pragma once
+/// The progress actor: one per communicator. It gives every submitted op the
+/// next sequence number (all ranks issue ops in the same order, so equal
+/// numbers mean the same op everywhere), picks its algorithm, spawns its
+/// collective actor, routes the op's incoming chunks to it at every link, and
+/// completes the caller's Work when the op ends.
+///
+/// It also owns the communicator's failure state: an op failure, a lost peer
+/// or a user abort aborts the communicator once. The links send an ABORT
+/// frame to every peer and drop every pointer into caller buffers; only then
+/// are the failed ops' Works completed (so a caller that frees its buffer
+/// after wait() returns is safe), and every later op fails at once with the
+/// same reason.
+
+#include "actors/messages.hpp"
+#include "config/config.hpp"
+
+#include <caf/event_based_actor.hpp>
+
+#include <map>
+#include <set>
+#include <vector>
+
+namespace mccl::actors {
+
+struct progress_init {
+  int rank = 0;
+  int world = 1;
+  uint32_t comm_id = 0;
+  config cfg;
+  caf::actor watchdog;
+};
+
+class progress_actor : public caf::event_based_actor {
+public:
+  progress_actor(caf::actor_config& cfg, progress_init init);
+
+  caf::behavior make_behavior() override;
+
+  const char* name() const override { return "mccl.progress"; }
+
+private:
+  struct in_flight {
+    op_ptr op;
+    caf::actor collective;
+    std::string algorithm;
+  };
+
+  void submit(op_ptr op);
+  bool complete_locally(const op_ptr& op);
+  void on_done(op_result& r);
+  void on_link_down(int peer, const std::string& why, bool graceful);
+  void abort(errc code, const std::string& why, int origin);
+  void links_purged();
+  void shutdown(caf::response_promise rp);
+
+  progress_init init_;
+  std::vector<caf::actor> links_; ///< by peer rank; null at our own rank
+  uint64_t next_seq_ = 0;
+  std::map<uint64_t, in_flight> in_flight_;
+
+  // failure state
+  bool aborted_ = false;
+  errc abort_code_ = errc::none;
+  std::string abort_reason_;
+  std::size_t link_acks_pending_ = 0;
+  std::vector<std::pair<in_flight, op_result>> failed_unpurged_;
+  std::map<int, std::string> departed_; ///< peers that finalized, and how we learned it
+  bool finalized_ = false;
+};
+
+} // namespace mccl::actors

@@ -1,0 +1,37 @@
+#pragma once
+/// Internals shared by runtime.cpp and communicator.cpp (not installed API).
+
+#include "actors/api.hpp"
+#include "actors/buffer_pool.hpp"
+#include "transport/reactor.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace mccl {
+
+struct runtime::impl {
+  impl(const config_overrides& overrides, caf::actor_system* host);
+  ~impl();
+
+  config_overrides overrides;
+  config cfg;
+  // Declaration order is teardown order reversed: the reactor goes before
+  // the pool and the actor system, once every actor has stopped.
+  std::unique_ptr<caf::actor_system_config> system_config;
+  std::unique_ptr<caf::actor_system> owned_system;
+  caf::actor_system* system = nullptr;
+  buffer_pool pool;
+  std::unique_ptr<transport::reactor> reactor;
+  caf::actor watchdog;
+
+  std::mutex comms_mutex;
+  std::vector<std::weak_ptr<communicator::impl>> comms;
+};
+
+} // namespace mccl

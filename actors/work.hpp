@@ -1,0 +1,80 @@
+#pragma once
+/// Work: the handle every op returns. wait() blocks until the op finished
+/// (or throws its error); every wait is bounded because the watchdog fails
+/// any op that passes MCCL_TIMEOUT_MS.
+
+#include "config/error.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mccl {
+
+/// Shared between the caller's handle and the progress actor that completes it.
+class work_state {
+public:
+  explicit work_state(std::chrono::milliseconds deadline_hint);
+
+  /// Called once by the runtime; later calls are ignored.
+  void complete(errc code = errc::none, std::string message = {});
+
+  bool done() const noexcept { return done_.load(std::memory_order_acquire); }
+  /// Blocks up to `timeout`; true when done.
+  bool wait_for(std::chrono::nanoseconds timeout);
+  std::optional<error> failure() const;
+  void add_callback(std::function<void()> cb);
+
+  /// How long wait() may block at most before reporting a runtime bug: the
+  /// op deadline plus a grace period, since the watchdog must have fired.
+  std::chrono::milliseconds wait_bound() const noexcept { return bound_; }
+
+private:
+  std::atomic<bool> done_{false};
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  errc code_ = errc::none;
+  std::string message_;
+  std::vector<std::function<void()>> callbacks_;
+  std::chrono::milliseconds bound_;
+};
+
+/// The caller's handle to one op.
+class work {
+public:
+  work() = default;
+  explicit work(std::shared_ptr<work_state> s) : state_(std::move(s)) {}
+
+  /// Blocks until the op is done; throws mccl::error when it failed.
+  void wait() const;
+
+  /// Blocks up to `timeout`. Returns false if the op is still running;
+  /// throws mccl::error when it failed.
+  bool wait_for(std::chrono::milliseconds timeout) const;
+
+  /// Non-blocking: true once the op finished (successfully or not).
+  bool test() const noexcept;
+
+  /// True when the op finished without error.
+  bool ok() const noexcept;
+
+  /// The failure, if the op finished with one.
+  std::optional<error> failure() const;
+
+  /// Runs `cb` once the op finished (immediately if it already has). It runs
+  /// on an mccl thread: keep it short and never wait on mccl inside it.
+  void on_complete(std::function<void()> cb) const;
+
+  bool valid() const noexcept { return static_cast<bool>(state_); }
+
+private:
+  std::shared_ptr<work_state> state_;
+};
+
+} // namespace mccl

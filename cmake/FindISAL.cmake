@@ -1,0 +1,13 @@
+# FindISAL: Intel ISA-L (Debian libisal-dev), used for hardware-accelerated
+# CRC32C (crc32_iscsi). Defines the imported target ISAL::isal.
+find_path(ISAL_INCLUDE_DIR NAMES isa-l/crc.h)
+find_library(ISAL_LIBRARY NAMES isal)
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(ISAL REQUIRED_VARS ISAL_INCLUDE_DIR ISAL_LIBRARY)
+if(ISAL_FOUND AND NOT TARGET ISAL::isal)
+  add_library(ISAL::isal SHARED IMPORTED)
+  set_target_properties(ISAL::isal PROPERTIES
+    IMPORTED_LOCATION "${ISAL_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${ISAL_INCLUDE_DIR}")
+endif()
+mark_as_advanced(ISAL_INCLUDE_DIR ISAL_LIBRARY)

@@ -1,0 +1,62 @@
+#pragma once
+/// The collective actor: one per op in flight. It hosts an algorithm (the
+/// op's state machine, see collective.hpp), gives it collective_io (send via
+/// the link actors, finish, fail), feeds it chunks and send completions, and
+/// reports the outcome to the progress actor.
+///
+/// Invariants: the op is reported successful only when the algorithm
+/// finished *and* every send it queued has left the caller's buffer. A failed
+/// op stays alive (ignoring everything) until the progress actor has made the
+/// links drop their pointers into its buffers, then it is told to quit.
+
+#include "actors/messages.hpp"
+#include "collectives/registry.hpp"
+
+#include <caf/event_based_actor.hpp>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+namespace mccl::actors {
+
+struct collective_init {
+  collective_args args;
+  uint32_t comm_id = 0;
+  std::string algorithm_name;
+  algorithm_factory factory;
+  std::vector<caf::actor> links; ///< by peer rank; null at our own rank
+  caf::actor progress;
+  caf::actor watchdog;
+  std::chrono::milliseconds timeout{0};
+};
+
+class collective_actor : public caf::event_based_actor, public collective_io {
+public:
+  collective_actor(caf::actor_config& cfg, collective_init init);
+
+  caf::behavior make_behavior() override;
+
+  const char* name() const override { return "mccl.collective"; }
+
+  // collective_io
+  void send(int peer, uint32_t step, uint32_t chunk, const void* data, std::size_t bytes) override;
+  void finish() override;
+  void fail(errc code, const std::string& why) override;
+
+private:
+  /// Runs an algorithm callback, turning an exception into an op failure.
+  template <class F>
+  void guarded(F&& f);
+  void maybe_report_success();
+  void report(errc code, std::string message);
+  std::string describe_op() const;
+
+  collective_init init_;
+  std::unique_ptr<algorithm> algo_;
+  std::size_t outstanding_sends_ = 0;
+  bool finished_ = false;
+  bool reported_ = false;
+};
+
+} // namespace mccl::actors

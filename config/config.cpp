@@ -1,0 +1,651 @@
+#include "config/config.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+extern char** environ;
+
+namespace mccl {
+
+const char* to_string(transport_kind kind) noexcept {
+  switch (kind) {
+    case transport_kind::auto_select: return "auto";
+    case transport_kind::tcp: return "tcp";
+    case transport_kind::shm: return "shm";
+    case transport_kind::rdma: return "rdma";
+  }
+  return "?";
+}
+
+const char* to_string(link_profile profile) noexcept {
+  switch (profile) {
+    case link_profile::default_profile: return "default";
+    case link_profile::loopback: return "loopback";
+    case link_profile::ethernet: return "ethernet";
+    case link_profile::thunderbolt: return "thunderbolt";
+  }
+  return "?";
+}
+
+const char* to_string(compression_kind kind) noexcept {
+  switch (kind) {
+    case compression_kind::none: return "none";
+    case compression_kind::fp16: return "fp16";
+    case compression_kind::bf16: return "bf16";
+    case compression_kind::topk: return "topk";
+  }
+  return "?";
+}
+
+const char* to_string(setting_source source) noexcept {
+  switch (source) {
+    case setting_source::default_value: return "default";
+    case setting_source::profile: return "profile";
+    case setting_source::environment: return "environment";
+    case setting_source::explicit_value: return "explicit";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr std::size_t kib = std::size_t{1} << 10;
+constexpr std::size_t mib = std::size_t{1} << 20;
+constexpr std::size_t gib = std::size_t{1} << 30;
+constexpr std::size_t max_job_token_bytes = 64;
+constexpr double default_topk_ratio = 0.01;
+
+/// Signals a malformed or out-of-range value; resolve_config() turns it into
+/// the uniform "NAME="value": expected <allowed>" message.
+struct bad_value {};
+
+using apply_fn = void (*)(config& cfg, const std::string& text);
+
+struct setting_def {
+  const char* name;
+  const char* default_value;
+  const char* allowed;
+  const char* doc;
+  apply_fn apply;
+};
+
+char ascii_lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+char ascii_upper(char c) {
+  return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
+}
+
+// ASCII only: std::tolower depends on the process locale.
+bool iequals(const std::string& a, const char* b) {
+  std::size_t n = 0;
+  for (; b[n] != '\0'; ++n)
+    if (n >= a.size() || ascii_lower(a[n]) != ascii_lower(b[n]))
+      return false;
+  return n == a.size();
+}
+
+std::string to_upper(std::string s) {
+  for (auto& c : s)
+    c = ascii_upper(c);
+  return s;
+}
+
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+/// Strict decimal integer: optional '-', then digits, nothing else. Leading
+/// whitespace and '+' are rejected because strtoll would silently accept them.
+long long parse_int(const std::string& text, long long lo, long long hi) {
+  std::size_t i = 0;
+  bool negative = false;
+  if (i < text.size() && text[i] == '-') {
+    negative = true;
+    ++i;
+  }
+  if (i == text.size())
+    throw bad_value{};
+  long long value = 0;
+  for (; i < text.size(); ++i) {
+    if (!is_digit(text[i]))
+      throw bad_value{};
+    int digit = text[i] - '0';
+    // Accumulate toward the sign so that the most negative value fits.
+    if (negative) {
+      if (value < (std::numeric_limits<long long>::min() + digit) / 10)
+        throw bad_value{};
+      value = value * 10 - digit;
+    } else {
+      if (value > (std::numeric_limits<long long>::max() - digit) / 10)
+        throw bad_value{};
+      value = value * 10 + digit;
+    }
+  }
+  if (value < lo || value > hi)
+    throw bad_value{};
+  return value;
+}
+
+std::size_t parse_bytes(const std::string& text, std::size_t lo, std::size_t hi) {
+  auto value = parse_byte_size(text);
+  if (!value || *value < lo || *value > hi)
+    throw bad_value{};
+  return *value;
+}
+
+bool parse_bool(const std::string& text) {
+  for (const char* yes : {"1", "true", "yes", "on"})
+    if (iequals(text, yes))
+      return true;
+  for (const char* no : {"0", "false", "no", "off"})
+    if (iequals(text, no))
+      return false;
+  throw bad_value{};
+}
+
+/// Locale-independent (strtod would read "0,5" under a German locale).
+double parse_real(const std::string& text) {
+  double value = 0;
+  const char* first = text.data();
+  const char* last = first + text.size();
+  auto [ptr, ec] = std::from_chars(first, last, value);
+  if (text.empty() || ec != std::errc{} || ptr != last || !std::isfinite(value))
+    throw bad_value{};
+  return value;
+}
+
+template <class Enum, std::size_t N>
+Enum parse_enum(const std::string& text, const Enum (&values)[N]) {
+  for (auto value : values)
+    if (iequals(text, to_string(value)))
+      return value;
+  throw bad_value{};
+}
+
+bool is_ip_literal(const std::string& text) {
+  unsigned char buf[sizeof(in6_addr)];
+  return ::inet_pton(AF_INET, text.c_str(), buf) == 1
+         || ::inet_pton(AF_INET6, text.c_str(), buf) == 1;
+}
+
+bool is_ifname_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '_'
+         || c == '.' || c == ':' || c == '-';
+}
+
+/// Syntax only: interfaces differ between hosts, so existence is checked
+/// where the transport picks one.
+bool is_ifname_spec(const std::string& text) {
+  if (text.empty())
+    return true;
+  std::size_t i = text[0] == '^' ? 1 : 0;
+  if (i == text.size())
+    return false;
+  std::size_t item_len = 0;
+  for (; i < text.size(); ++i) {
+    if (text[i] == ',') {
+      if (item_len == 0)
+        return false;
+      item_len = 0;
+    } else if (is_ifname_char(text[i])) {
+      ++item_len;
+    } else {
+      return false;
+    }
+  }
+  return item_len > 0;
+}
+
+/// Quotes a value for an error message; control bytes are escaped so a stray
+/// newline or escape sequence in the environment cannot garble the log.
+std::string quote(const std::string& value) {
+  std::string out = "\"";
+  for (char c : value) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+[[noreturn]] void not_implemented(const char* name, const std::string& value,
+                                  const std::string& what, const std::string& works) {
+  throw error(errc::invalid_config, std::string(name) + "=" + quote(value) + ": " + what
+                                      + " is not implemented yet in this version (" + works
+                                      + ")");
+}
+
+std::string format_real(double value) {
+  char buf[64];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  if (ec != std::errc{})
+    return std::to_string(value);
+  return std::string(buf, ptr);
+}
+
+// Order here is the public order of all_settings().
+const setting_def setting_table[] = {
+  {"MCCL_TRANSPORT", "auto", "one of auto, tcp, shm, rdma (case-insensitive)",
+   "Transport for peer links; recorded only, auto means tcp today.",
+   [](config& cfg, const std::string& text) {
+     static constexpr transport_kind values[] = {transport_kind::auto_select, transport_kind::tcp,
+                                                 transport_kind::shm, transport_kind::rdma};
+     cfg.transport = parse_enum(text, values);
+   }},
+  {"MCCL_LOG_LEVEL", "WARN",
+   "one of TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF (case-insensitive)",
+   "Messages below this level are not logged.",
+   [](config& cfg, const std::string& text) {
+     static constexpr mccl::log_level values[] = {
+       log_level::trace, log_level::debug, log_level::info, log_level::warn,
+       log_level::error, log_level::fatal, log_level::off};
+     cfg.log_level = parse_enum(text, values);
+   }},
+  {"MCCL_LISTEN_ADDR", "",
+   "an IPv4 or IPv6 address literal (e.g. 10.0.0.5 or fe80::1), or empty to choose "
+   "automatically",
+   "Address to listen on for peer connections; empty chooses automatically.",
+   [](config& cfg, const std::string& text) {
+     if (!text.empty() && !is_ip_literal(text))
+       throw bad_value{};
+     cfg.listen_addr = text;
+   }},
+  {"MCCL_IFNAME", "",
+   "an interface name or comma-separated list of name prefixes made of [A-Za-z0-9_.:-], "
+   "optionally starting with ^ to exclude them (e.g. eth0 or ^lo,docker), or empty for any",
+   "Network interfaces to use (prefix match); a leading ^ excludes instead.",
+   [](config& cfg, const std::string& text) {
+     if (!is_ifname_spec(text))
+       throw bad_value{};
+     cfg.ifname = text;
+   }},
+  {"MCCL_PORT_BASE", "0", "an integer, 0 or between 1024 and 65535",
+   "Rank r listens on base+r; 0 means any free port, published through rendezvous.",
+   [](config& cfg, const std::string& text) {
+     auto port = parse_int(text, 0, 65535);
+     if (port != 0 && port < 1024)
+       throw bad_value{};
+     cfg.port_base = static_cast<int>(port);
+   }},
+  {"MCCL_CHUNK_BYTES", "1M", "a byte size between 4K and 1G (suffixes K, M, G; e.g. 1M)",
+   "Pipelining chunk size; the default comes from MCCL_LINK_PROFILE.",
+   [](config& cfg, const std::string& text) {
+     cfg.chunk_bytes = parse_bytes(text, 4 * kib, gib);
+   }},
+  {"MCCL_SMALL_MSG_THRESHOLD", "64K",
+   "a byte size between 0 and 16M (suffixes K, M, G; e.g. 64K)",
+   "Ops of up to this many bytes take the latency path instead of pipelining.",
+   [](config& cfg, const std::string& text) {
+     cfg.small_msg_threshold = parse_bytes(text, 0, 16 * mib);
+   }},
+  {"MCCL_TRANSPORT_CRC", "0", "a boolean: 1/0, true/false, yes/no, on/off (case-insensitive)",
+   "Checksum every chunk with CRC32C.",
+   [](config& cfg, const std::string& text) { cfg.transport_crc = parse_bool(text); }},
+  {"MCCL_TIMEOUT_MS", "300000", "an integer number of milliseconds between 1 and 86400000",
+   "Deadline for one collective op.",
+   [](config& cfg, const std::string& text) {
+     cfg.timeout = std::chrono::milliseconds{parse_int(text, 1, 86400000)};
+   }},
+  {"MCCL_CONNECT_TIMEOUT_MS", "30000",
+   "an integer number of milliseconds between 1 and 3600000",
+   "Deadline for connecting to a peer, retries included.",
+   [](config& cfg, const std::string& text) {
+     cfg.connect_timeout = std::chrono::milliseconds{parse_int(text, 1, 3600000)};
+   }},
+  {"MCCL_HEARTBEAT_MS", "1000", "an integer number of milliseconds between 10 and 600000",
+   "Interval of liveness probes on idle links.",
+   [](config& cfg, const std::string& text) {
+     cfg.heartbeat = std::chrono::milliseconds{parse_int(text, 10, 600000)};
+   }},
+  {"MCCL_LINK_PROFILE", "default",
+   "one of default, loopback, ethernet, thunderbolt (case-insensitive)",
+   "Preset for chunk size and socket buffers: default (1M, OS autotuning), loopback (1M, 4M), "
+   "ethernet (256K, 2M), thunderbolt (1M, 8M).",
+   [](config& cfg, const std::string& text) {
+     static constexpr link_profile values[] = {link_profile::default_profile,
+                                               link_profile::loopback, link_profile::ethernet,
+                                               link_profile::thunderbolt};
+     cfg.profile = parse_enum(text, values);
+   }},
+  {"MCCL_COMPRESSION", "none", "one of none, fp16, bf16, topk (case-insensitive)",
+   "Compression of reduction payloads; only none is implemented in this version.",
+   [](config& cfg, const std::string& text) {
+     static constexpr compression_kind values[] = {compression_kind::none, compression_kind::fp16,
+                                                   compression_kind::bf16, compression_kind::topk};
+     cfg.compression = parse_enum(text, values);
+     if (cfg.compression != compression_kind::none)
+       not_implemented("MCCL_COMPRESSION", text,
+                       std::string("compression \"") + to_string(cfg.compression) + "\"",
+                       "only \"none\" works");
+   }},
+  {"MCCL_TOPK_RATIO", "0.01", "a real number in (0, 1], e.g. 0.01",
+   "Fraction of elements topk compression keeps; only the default is accepted in this version.",
+   [](config& cfg, const std::string& text) {
+     double ratio = parse_real(text);
+     if (!(ratio > 0.0 && ratio <= 1.0))
+       throw bad_value{};
+     // Any other ratio would only matter to topk compression, which does not exist yet.
+     if (ratio != default_topk_ratio)
+       not_implemented("MCCL_TOPK_RATIO", text, "topk ratio " + format_real(ratio),
+                       "only the default " + format_real(default_topk_ratio) + " works");
+     cfg.topk_ratio = ratio;
+   }},
+  {"MCCL_WORKER_THREADS", "0", "an integer between 0 and 256 (0 = auto)",
+   "CAF scheduler threads; 0 means min(2, hardware threads).",
+   [](config& cfg, const std::string& text) {
+     cfg.worker_threads = static_cast<int>(parse_int(text, 0, 256));
+   }},
+  {"MCCL_SPIN_US", "50", "an integer number of microseconds between 0 and 1000000",
+   "How long a link busy-polls without traffic before parking in a blocking wait.",
+   [](config& cfg, const std::string& text) {
+     cfg.spin = std::chrono::microseconds{parse_int(text, 0, 1000000)};
+   }},
+  {"MCCL_JOB_TOKEN", "", "any string of at most 64 bytes",
+   "Shared secret checked in every connection handshake; empty means none.",
+   [](config& cfg, const std::string& text) {
+     if (text.size() > max_job_token_bytes)
+       throw bad_value{};
+     cfg.job_token = text;
+   }},
+};
+
+constexpr const char* job_token_name = "MCCL_JOB_TOKEN";
+constexpr const char* chunk_bytes_name = "MCCL_CHUNK_BYTES";
+constexpr const char* link_profile_name = "MCCL_LINK_PROFILE";
+
+const setting_def* find_setting(const std::string& name) {
+  for (const auto& def : setting_table)
+    if (name == def.name)
+      return &def;
+  return nullptr;
+}
+
+struct profile_preset {
+  std::size_t chunk_bytes;
+  std::size_t socket_buffer_bytes;
+};
+
+profile_preset preset_of(link_profile profile) {
+  switch (profile) {
+    case link_profile::default_profile: return {mib, 0};
+    case link_profile::loopback: return {mib, 4 * mib};
+    case link_profile::ethernet: return {256 * kib, 2 * mib};
+    case link_profile::thunderbolt: return {mib, 8 * mib};
+  }
+  return {mib, 0};
+}
+
+/// The token is a secret: errors and logs show its length, never its bytes.
+std::string shown_value(const char* name, const std::string& value) {
+  if (std::string(name) == job_token_name && !value.empty())
+    return "<" + std::to_string(value.size()) + (value.size() == 1 ? " byte" : " bytes")
+           + ", not shown>";
+  return quote(value);
+}
+
+/// Optimal string alignment distance (Levenshtein plus adjacent swaps), so
+/// that "MCCL_TIMOEUT_MS" counts as one typo.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  const std::size_t n = a.size();
+  const std::size_t m = b.size();
+  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
+  for (std::size_t i = 0; i <= n; ++i)
+    d[i][0] = i;
+  for (std::size_t j = 0; j <= m; ++j)
+    d[0][j] = j;
+  for (std::size_t i = 1; i <= n; ++i) {
+    for (std::size_t j = 1; j <= m; ++j) {
+      std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[n][m];
+}
+
+constexpr std::size_t max_suggestion_distance = 3;
+
+/// Closest known name, compared case-insensitively so "MCCL_Chunk_Bytes"
+/// still gets a suggestion; nullptr when nothing is within reach.
+const char* closest_setting(const std::string& name) {
+  auto upper = to_upper(name);
+  const char* best = nullptr;
+  std::size_t best_distance = max_suggestion_distance + 1;
+  for (const auto& def : setting_table) {
+    auto distance = edit_distance(upper, def.name);
+    if (distance < best_distance) {
+      best = def.name;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+std::string known_names() {
+  std::string out;
+  for (const auto& def : setting_table) {
+    if (!out.empty())
+      out += ", ";
+    out += def.name;
+  }
+  return out;
+}
+
+[[noreturn]] void unknown_variable(const std::string& what, const std::string& name,
+                                   const std::string& value) {
+  auto suggestion = closest_setting(name);
+  // A misspelt MCCL_JOB_TOKEN still holds the secret.
+  std::string msg = what + " " + name + "="
+                    + shown_value(suggestion != nullptr ? suggestion : "", value);
+  if (suggestion != nullptr)
+    msg += std::string(" (did you mean ") + suggestion + "?)";
+  msg += "; known variables: " + known_names();
+  throw error(errc::invalid_config, msg);
+}
+
+bool has_mccl_prefix(const std::string& name) {
+  return name.compare(0, 5, "MCCL_") == 0;
+}
+
+} // namespace
+
+const std::vector<setting_info>& all_settings() {
+  static const std::vector<setting_info> infos = [] {
+    std::vector<setting_info> out;
+    for (const auto& def : setting_table)
+      out.push_back(setting_info{def.name, def.default_value, def.allowed, def.doc});
+    return out;
+  }();
+  return infos;
+}
+
+config_overrides& config_overrides::set(const std::string& name, const std::string& value) {
+  values_[name] = value;
+  return *this;
+}
+
+config_overrides& config_overrides::set(const std::string& name, const char* value) {
+  return set(name, std::string(value != nullptr ? value : ""));
+}
+
+config_overrides& config_overrides::set(const std::string& name, long long value) {
+  return set(name, std::to_string(value));
+}
+
+config_overrides& config_overrides::set(const std::string& name, bool value) {
+  return set(name, std::string(value ? "1" : "0"));
+}
+
+config_overrides& config_overrides::set(const std::string& name, double value) {
+  return set(name, format_real(value));
+}
+
+const std::map<std::string, std::string>& config_overrides::values() const {
+  return values_;
+}
+
+environment process_environment() {
+  environment env;
+  if (environ == nullptr)
+    return env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string kv(*entry);
+    auto eq = kv.find('=');
+    if (eq == std::string::npos)
+      continue;
+    // emplace keeps the first duplicate, matching what getenv() returns.
+    env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return env;
+}
+
+config resolve_config(const config_overrides& overrides, const environment& env) {
+  for (const auto& [name, value] : overrides.values())
+    if (find_setting(name) == nullptr)
+      unknown_variable("unknown setting in overrides:", name, value);
+  for (const auto& [name, value] : env)
+    if (has_mccl_prefix(name) && find_setting(name) == nullptr)
+      unknown_variable("unknown variable", name, value);
+
+  config cfg;
+  for (const auto& def : setting_table) {
+    const std::string* text = nullptr;
+    auto source = setting_source::default_value;
+    if (auto i = overrides.values().find(def.name); i != overrides.values().end()) {
+      text = &i->second;
+      source = setting_source::explicit_value;
+    } else if (auto j = env.find(def.name); j != env.end()) {
+      text = &j->second;
+      source = setting_source::environment;
+    }
+    cfg.sources[def.name] = source;
+    if (text == nullptr)
+      continue;
+    try {
+      def.apply(cfg, *text);
+    } catch (const bad_value&) {
+      throw error(errc::invalid_config, std::string(def.name) + "=" + shown_value(def.name, *text)
+                                          + ": expected " + def.allowed);
+    }
+  }
+
+  auto preset = preset_of(cfg.profile);
+  cfg.socket_buffer_bytes = preset.socket_buffer_bytes;
+  if (cfg.sources[chunk_bytes_name] == setting_source::default_value) {
+    cfg.chunk_bytes = preset.chunk_bytes;
+    // Only a chosen profile counts as the origin; otherwise it is a plain default.
+    if (cfg.sources[link_profile_name] != setting_source::default_value)
+      cfg.sources[chunk_bytes_name] = setting_source::profile;
+  }
+
+  if (cfg.worker_threads == 0) {
+    // hardware_concurrency() may report 0 when unknown.
+    auto hw = static_cast<int>(std::thread::hardware_concurrency());
+    cfg.worker_threads = std::max(1, std::min(2, hw));
+  }
+  return cfg;
+}
+
+std::string format_byte_size(std::size_t bytes) {
+  if (bytes != 0) {
+    static constexpr std::pair<std::size_t, char> units[] = {{gib, 'G'}, {mib, 'M'}, {kib, 'K'}};
+    for (auto [unit, suffix] : units)
+      if (bytes % unit == 0)
+        return std::to_string(bytes / unit) + suffix;
+  }
+  return std::to_string(bytes);
+}
+
+std::string describe(const config& cfg) {
+  auto source_of = [&](const char* name) {
+    auto i = cfg.sources.find(name);
+    return i == cfg.sources.end() ? setting_source::default_value : i->second;
+  };
+  auto value_of = [&](const std::string& name) -> std::string {
+    if (name == "MCCL_TRANSPORT") return to_string(cfg.transport);
+    if (name == "MCCL_LOG_LEVEL") return to_string(cfg.log_level);
+    if (name == "MCCL_LISTEN_ADDR") return quote(cfg.listen_addr);
+    if (name == "MCCL_IFNAME") return quote(cfg.ifname);
+    if (name == "MCCL_PORT_BASE") return std::to_string(cfg.port_base);
+    if (name == "MCCL_CHUNK_BYTES") return format_byte_size(cfg.chunk_bytes);
+    if (name == "MCCL_SMALL_MSG_THRESHOLD") return format_byte_size(cfg.small_msg_threshold);
+    if (name == "MCCL_TRANSPORT_CRC") return cfg.transport_crc ? "1" : "0";
+    if (name == "MCCL_TIMEOUT_MS") return std::to_string(cfg.timeout.count());
+    if (name == "MCCL_CONNECT_TIMEOUT_MS") return std::to_string(cfg.connect_timeout.count());
+    if (name == "MCCL_HEARTBEAT_MS") return std::to_string(cfg.heartbeat.count());
+    if (name == "MCCL_LINK_PROFILE") return to_string(cfg.profile);
+    if (name == "MCCL_COMPRESSION") return to_string(cfg.compression);
+    if (name == "MCCL_TOPK_RATIO") return format_real(cfg.topk_ratio);
+    if (name == "MCCL_WORKER_THREADS") return std::to_string(cfg.worker_threads);
+    if (name == "MCCL_SPIN_US") return std::to_string(cfg.spin.count());
+    if (name == "MCCL_JOB_TOKEN") return shown_value(job_token_name, cfg.job_token);
+    return "?";
+  };
+  std::ostringstream os;
+  for (const auto& def : setting_table)
+    os << def.name << '=' << value_of(def.name) << " (" << to_string(source_of(def.name))
+       << ")\n";
+  // Not a variable of its own, but a resolved value worth seeing in the log.
+  os << "socket_buffer_bytes=" << format_byte_size(cfg.socket_buffer_bytes)
+     << (cfg.socket_buffer_bytes == 0 ? " (OS autotuning)" : "") << " (profile "
+     << to_string(cfg.profile) << ")";
+  return os.str();
+}
+
+std::optional<std::size_t> parse_byte_size(const std::string& text) {
+  constexpr auto max = std::numeric_limits<std::size_t>::max();
+  std::size_t i = 0;
+  std::size_t value = 0;
+  for (; i < text.size() && is_digit(text[i]); ++i) {
+    auto digit = static_cast<std::size_t>(text[i] - '0');
+    if (value > (max - digit) / 10)
+      return std::nullopt;
+    value = value * 10 + digit;
+  }
+  if (i == 0)
+    return std::nullopt;
+  std::size_t multiplier = 1;
+  if (i < text.size()) {
+    switch (ascii_upper(text[i])) {
+      case 'K': multiplier = kib; break;
+      case 'M': multiplier = mib; break;
+      case 'G': multiplier = gib; break;
+      default: break;
+    }
+    if (multiplier != 1)
+      ++i;
+  }
+  auto rest = text.substr(i);
+  // "iB" only makes sense after a multiplier: "4iB" is junk, "4B" is four bytes.
+  bool rest_ok = rest.empty() || iequals(rest, "B") || (multiplier != 1 && iequals(rest, "iB"));
+  if (!rest_ok)
+    return std::nullopt;
+  if (value > max / multiplier)
+    return std::nullopt;
+  return value * multiplier;
+}
+
+} // namespace mccl

@@ -1,0 +1,161 @@
+#pragma once
+/// mccl's runtime settings. Each setting has one MCCL_* environment variable,
+/// a default, a valid range and a doc line (see all_settings()). Resolution
+/// order: defaults < environment < explicit C++ overrides. Anything invalid,
+/// including an MCCL_* variable mccl does not know, is an
+/// mccl::error(errc::invalid_config) naming the variable, the value and what
+/// is allowed, so a typo never silently falls back to a default.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "config/error.hpp"
+#include "config/log.hpp"
+
+namespace mccl {
+
+/// Transport for peer links.
+enum class transport_kind : uint8_t { auto_select, tcp, shm, rdma };
+
+/// Named presets for link-dependent tuning (chunk size, socket buffers).
+enum class link_profile : uint8_t { default_profile, loopback, ethernet, thunderbolt };
+
+/// On-the-wire compression of reduction payloads.
+enum class compression_kind : uint8_t { none, fp16, bf16, topk };
+
+/// "auto", "tcp", "shm" or "rdma".
+const char* to_string(transport_kind kind) noexcept;
+
+/// "default", "loopback", "ethernet" or "thunderbolt".
+const char* to_string(link_profile profile) noexcept;
+
+/// "none", "fp16", "bf16" or "topk".
+const char* to_string(compression_kind kind) noexcept;
+
+/// Where a resolved value came from (for the INFO log).
+enum class setting_source : uint8_t { default_value, profile, environment, explicit_value };
+
+/// "default", "profile", "environment" or "explicit".
+const char* to_string(setting_source source) noexcept;
+
+/// Static description of one setting, for docs, --help output and errors.
+struct setting_info {
+  /// The environment variable, e.g. "MCCL_CHUNK_BYTES"; also the override key.
+  std::string name;
+  /// The default as it would be written in the environment.
+  std::string default_value;
+  /// What values are accepted, phrased to follow "expected ".
+  std::string allowed;
+  /// One line on what the setting does.
+  std::string doc;
+};
+
+/// Every setting, in a stable order (MCCL_TRANSPORT first, MCCL_JOB_TOKEN last).
+const std::vector<setting_info>& all_settings();
+
+/// Fully resolved runtime settings. A default-constructed config holds the
+/// defaults of the default link profile; resolve_config() is the validated
+/// way to build one.
+struct config {
+  /// Recorded only: auto means tcp today.
+  transport_kind transport = transport_kind::auto_select;
+  /// Qualified because the member name shadows the type inside the class.
+  mccl::log_level log_level = mccl::log_level::warn;
+  /// "" = choose automatically.
+  std::string listen_addr;
+  /// "" = any interface; else a name or prefix list, leading ^ excludes.
+  std::string ifname;
+  /// 0 = any free port; else rank r listens on port_base + r.
+  int port_base = 0;
+  /// Pipelining chunk size in bytes; the default comes from the profile.
+  std::size_t chunk_bytes = std::size_t{1} << 20;
+  /// Ops of at most this many bytes take the latency path.
+  std::size_t small_msg_threshold = std::size_t{64} << 10;
+  /// CRC32C on every chunk.
+  bool transport_crc = false;
+  /// Op deadline.
+  std::chrono::milliseconds timeout{300000};
+  /// Deadline for reaching a peer.
+  std::chrono::milliseconds connect_timeout{30000};
+  /// Interval of liveness probes on idle links.
+  std::chrono::milliseconds heartbeat{1000};
+  /// Link preset that chunk_bytes and socket_buffer_bytes defaulted from.
+  link_profile profile = link_profile::default_profile;
+  /// From the profile; 0 = leave the OS default (autotuning).
+  std::size_t socket_buffer_bytes = 0;
+  /// Only none is implemented in this version.
+  compression_kind compression = compression_kind::none;
+  /// Fraction of elements kept by topk compression.
+  double topk_ratio = 0.01;
+  /// CAF scheduler threads; 0 in input means auto, resolved to >= 1.
+  int worker_threads = 0;
+  /// How long an idle link busy-polls before parking.
+  std::chrono::microseconds spin{50};
+  /// Shared secret for handshakes; "" = none.
+  std::string job_token;
+  /// Setting name (MCCL_*) -> where its value came from.
+  std::map<std::string, setting_source> sources;
+};
+
+/// Explicit values, by variable name, as strings (validated exactly like env
+/// values when resolved; an unknown name is an error then).
+class config_overrides {
+public:
+  /// Sets `name` to `value`, replacing an earlier value.
+  config_overrides& set(const std::string& name, const std::string& value);
+
+  /// Without this, a string literal would pick the bool overload.
+  config_overrides& set(const std::string& name, const char* value);
+
+  /// Convenience for integer settings.
+  config_overrides& set(const std::string& name, long long value);
+
+  /// Convenience for boolean settings; stored as "1" or "0".
+  config_overrides& set(const std::string& name, bool value);
+
+  /// Convenience for real-valued settings; stored with round-trip precision.
+  config_overrides& set(const std::string& name, double value);
+
+  /// Catches every other integer type, which would otherwise be ambiguous
+  /// between the long long and bool overloads.
+  template <class Int,
+            std::enable_if_t<std::is_integral_v<Int> && !std::is_same_v<Int, bool>, int> = 0>
+  config_overrides& set(const std::string& name, Int value) {
+    return set(name, std::to_string(value));
+  }
+
+  /// All values set so far, by name.
+  const std::map<std::string, std::string>& values() const;
+
+private:
+  std::map<std::string, std::string> values_;
+};
+
+/// Environment variables by name.
+using environment = std::map<std::string, std::string>;
+
+/// Snapshot of the process environment (all variables, not only MCCL_*).
+environment process_environment();
+
+/// Defaults < environment < overrides; throws mccl::error(errc::invalid_config).
+config resolve_config(const config_overrides& overrides = {},
+                      const environment& env = process_environment());
+
+/// Multi-line human-readable dump: one line per setting
+/// "MCCL_X=value (source)" for the INFO log. The job token is never shown.
+std::string describe(const config& cfg);
+
+/// Parses "4", "64K", "1M", "2G" (binary multiples, case-insensitive,
+/// optional trailing 'B' or 'iB'); nullopt on junk/overflow.
+std::optional<std::size_t> parse_byte_size(const std::string& text);
+
+/// Shortest exact spelling parse_byte_size() reads back: "1M", "4097".
+std::string format_byte_size(std::size_t bytes);
+
+} // namespace mccl

@@ -1,0 +1,30 @@
+#include "config/error.hpp"
+
+namespace mccl {
+
+const char* to_string(errc code) noexcept {
+  switch (code) {
+    case errc::none: return "none";
+    case errc::invalid_config: return "invalid_config";
+    case errc::invalid_argument: return "invalid_argument";
+    case errc::unsupported: return "unsupported";
+    case errc::rendezvous_failed: return "rendezvous_failed";
+    case errc::connect_failed: return "connect_failed";
+    case errc::handshake_refused: return "handshake_refused";
+    case errc::timeout: return "timeout";
+    case errc::peer_lost: return "peer_lost";
+    case errc::aborted: return "aborted";
+    case errc::protocol_error: return "protocol_error";
+    case errc::finalized: return "finalized";
+    case errc::internal: return "internal";
+  }
+  return "unknown";
+}
+
+error::error(errc code, const std::string& message)
+  : std::runtime_error(std::string("mccl: ") + to_string(code) + ": " + message),
+    code_(code),
+    message_(message) {
+}
+
+} // namespace mccl

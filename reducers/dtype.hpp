@@ -1,0 +1,56 @@
+#pragma once
+/// Element types mccl can move and reduce. The numeric values travel on the
+/// wire and in the rendezvous store, so they never change once released.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mccl {
+
+/// Element type of a buffer. `boolean` is stored as one byte holding 0 or 1.
+enum class dtype : uint8_t {
+  float32,
+  float64,
+  float16,
+  bfloat16,
+  int8,
+  uint8,
+  int32,
+  int64,
+  boolean,
+};
+
+/// Bytes per element; 0 for a value outside the enum (e.g. decoded from a
+/// corrupt message).
+inline std::size_t dtype_size(dtype t) noexcept {
+  switch (t) {
+    case dtype::float32: return 4;
+    case dtype::float64: return 8;
+    case dtype::float16: return 2;
+    case dtype::bfloat16: return 2;
+    case dtype::int8: return 1;
+    case dtype::uint8: return 1;
+    case dtype::int32: return 4;
+    case dtype::int64: return 8;
+    case dtype::boolean: return 1;
+  }
+  return 0;
+}
+
+/// Stable lower-case name ("float32", ..., "bool"); "unknown" outside the enum.
+inline const char* to_string(dtype t) noexcept {
+  switch (t) {
+    case dtype::float32: return "float32";
+    case dtype::float64: return "float64";
+    case dtype::float16: return "float16";
+    case dtype::bfloat16: return "bfloat16";
+    case dtype::int8: return "int8";
+    case dtype::uint8: return "uint8";
+    case dtype::int32: return "int32";
+    case dtype::int64: return "int64";
+    case dtype::boolean: return "bool";
+  }
+  return "unknown";
+}
+
+} // namespace mccl

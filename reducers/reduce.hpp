@@ -1,0 +1,45 @@
+#pragma once
+/// Element-wise reduction kernels used by the collectives. Buffers may have
+/// any byte alignment (a chunk can start anywhere in a receive buffer);
+/// aligned buffers take the vectorised path, others go through a small
+/// aligned bounce buffer.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "reducers/dtype.hpp"
+
+namespace mccl {
+
+/// Reduction operator. The numeric values travel on the wire.
+enum class redop : uint8_t { sum, prod, min, max, avg, band, bor, bxor };
+
+/// Stable lower-case name ("sum", ...); "unknown" outside the enum.
+const char* to_string(redop op) noexcept;
+
+/// Empty when (op, t) is supported by this version, else a message naming
+/// both, e.g. "reduction band is not defined for dtype float32 (bitwise ops
+/// need an integer or bool dtype)".
+std::string check_reduction(redop op, dtype t);
+
+/// dst[i] = dst[i] (op) src[i] for i < n. For avg this accumulates a sum
+/// (see finish_avg). Integer sum/prod wrap modulo 2^bits; float min/max
+/// propagate NaN. bool: sum/max/bor = or, prod/min/band = and, bxor = xor,
+/// results are 0/1 whatever non-zero byte an input held.
+/// Preconditions: src and dst do not overlap; null pointers only with n == 0.
+/// Throws mccl::error (unsupported or invalid_argument) when
+/// check_reduction(op, t) is not empty.
+void reduce(redop op, dtype t, void* dst, const void* src, std::size_t n);
+
+/// dst[i] = a[i] (op) b[i]. dst may be exactly a or b (or both); partial
+/// overlap is not allowed. Errors as for reduce().
+void reduce3(redop op, dtype t, void* dst, const void* a, const void* b, std::size_t n);
+
+/// Turns a sum accumulated with redop::avg into the mean over `world`
+/// contributions: floats divide, integers use truncating division.
+/// Throws mccl::error(invalid_argument) for world < 1 or a dtype avg does
+/// not support.
+void finish_avg(dtype t, void* dst, std::size_t n, int world);
+
+} // namespace mccl

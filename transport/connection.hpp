@@ -1,0 +1,54 @@
+#pragma once
+/// One transport connection to one peer, as a link actor sees it: a byte
+/// stream with non-blocking reads and gathered writes, plus a way to be told
+/// when it is worth trying again. TCP implements it now; shared memory, RDMA
+/// and the simulated network implement the same interface later.
+///
+/// Threading: read_some / write_some / close are called from the owning link
+/// actor only (one thread at a time). notify_when_ready's callback runs on
+/// the reactor thread and must only post a message.
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <system_error>
+
+namespace mccl::transport {
+
+/// Result of a non-blocking transfer: bytes moved, and whether the stream
+/// failed (closed is true with an empty error when the peer closed cleanly).
+struct io_result {
+  std::size_t bytes = 0;
+  bool closed = false;
+  std::string error; // non-empty: the OS error text (errno), stream unusable
+};
+
+class connection {
+public:
+  virtual ~connection() = default;
+
+  /// Never blocks. Writes as much of the gathered buffers as the kernel takes.
+  virtual io_result write_some(const iovec* iov, int count) = 0;
+
+  /// Never blocks. Reads up to len bytes; bytes == 0 without closed/error
+  /// means nothing is available now.
+  virtual io_result read_some(void* data, std::size_t len) = 0;
+
+  /// Never blocks. Asks for one call of `ready` (on the reactor thread) once
+  /// the connection is readable, or writable when `want_write`, or failed.
+  virtual void notify_when_ready(bool want_write, std::function<void()> ready) = 0;
+
+  /// Never blocks. Closes the stream; pending notifications are cancelled
+  /// (their callbacks may still run once).
+  virtual void close() = 0;
+
+  /// "rank 2 at 10.0.0.2:41234": for error messages.
+  virtual const std::string& description() const = 0;
+};
+
+using connection_ptr = std::shared_ptr<connection>;
+
+} // namespace mccl::transport

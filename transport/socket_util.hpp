@@ -1,0 +1,47 @@
+#pragma once
+/// Bounded, blocking socket helpers for the bootstrap phase (rendezvous and
+/// connection set-up), which runs in the caller's thread before any actor
+/// exists. Every call takes a deadline; none can wait longer.
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace mccl::transport {
+
+using clock = std::chrono::steady_clock;
+using tcp = boost::asio::ip::tcp;
+
+/// Waits until fd is readable (or writable) or the deadline passes.
+/// Returns false on timeout; throws nothing.
+bool wait_fd(int fd, bool for_write, clock::time_point deadline) noexcept;
+
+/// Writes all of [data, data+len) on a non-blocking socket before the
+/// deadline. Returns "" on success or a description of the failure.
+std::string write_all(tcp::socket& sock, const void* data, std::size_t len,
+                      clock::time_point deadline);
+
+/// Reads exactly len bytes before the deadline; "" on success, else why not
+/// ("timed out", "connection closed by peer", an errno text).
+std::string read_exact(tcp::socket& sock, void* data, std::size_t len,
+                       clock::time_point deadline);
+
+/// Tries to connect to ep until the deadline (retrying refused connections
+/// every few milliseconds, as the peer may not listen yet). On success the
+/// socket is connected and non-blocking; on failure returns the last error.
+std::string connect_with_retry(tcp::socket& sock, const tcp::endpoint& ep,
+                               clock::time_point deadline);
+
+/// Resolves "host" (name or literal) to an IPv4/IPv6 address; throws
+/// mccl::error(invalid_argument) naming `what` when it cannot.
+boost::asio::ip::address resolve_host(const std::string& host, const std::string& what);
+
+/// Sets TCP_NODELAY and (when bytes > 0) SO_SNDBUF/SO_RCVBUF.
+void tune_socket(tcp::socket& sock, std::size_t buffer_bytes);
+
+/// "127.0.0.1:4321".
+std::string to_string(const tcp::endpoint& ep);
+
+} // namespace mccl::transport

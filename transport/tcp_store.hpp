@@ -1,0 +1,52 @@
+#pragma once
+/// The default rendezvous store: rank 0 serves a small key-value store on
+/// MASTER_ADDR:MASTER_PORT (on the runtime's reactor thread); every rank,
+/// rank 0 included, talks to it as a client.
+///
+/// Wire (all little-endian): request = op u8 (1 set, 2 check), key_len u32,
+/// key, value_len u32, value. Reply = status u8 (0 ok, 1 missing), len u32,
+/// value. Keys are capped at 1 KiB and values at 1 MiB before allocation.
+
+#include "transport/store.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <memory>
+
+namespace mccl {
+
+/// Serves the store until destroyed. Binds before returning, so clients that
+/// start afterwards (or retry) find it.
+class tcp_store_server {
+public:
+  /// Throws mccl::error(rendezvous_failed) naming the address when it cannot bind.
+  tcp_store_server(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& where);
+  ~tcp_store_server();
+
+  /// The port actually bound (useful when asked for port 0).
+  unsigned short port() const noexcept;
+
+  struct impl;
+
+private:
+  std::shared_ptr<impl> impl_;
+};
+
+/// Client side. Each call connects once (retrying until connect_timeout on
+/// first use, since rank 0 may start later) and keeps the connection.
+class tcp_store_client : public store {
+public:
+  tcp_store_client(std::string host, unsigned short port, int rank,
+                   std::chrono::milliseconds connect_timeout);
+  ~tcp_store_client() override;
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace mccl
