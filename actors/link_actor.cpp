@@ -59,8 +59,8 @@ caf::behavior link_actor::make_behavior() {
       on_abort(origin, reason);
       return true;
     },
-    [this](shutdown_atom) {
-      on_shutdown();
+    [this](shutdown_atom, uint64_t issued) {
+      on_shutdown(issued);
       return true;
     },
   };
@@ -116,10 +116,12 @@ void link_actor::on_abort(int origin, const std::string& reason) {
   kick();
 }
 
-void link_actor::on_shutdown() {
+void link_actor::on_shutdown(uint64_t issued) {
   if (!closed_) {
     purge_queued_data();
-    enqueue_control(wire::frame_kind::bye, static_cast<uint32_t>(init_.rank), {});
+    // BYE carries how many ops this rank issued, so the peer can tell ops we
+    // completed (all our bytes precede the BYE) from ops we never issued.
+    enqueue_control(wire::frame_kind::bye, static_cast<uint32_t>(init_.rank), {}, issued);
     write_frames(); // best effort: a peer that is gone or slow is not waited for
     closed_ = true;
     init_.conn->close();
@@ -279,7 +281,7 @@ void link_actor::frame_complete() {
       return;
     }
     case wire::frame_kind::bye:
-      fail(peer_name_ + " finalized", true);
+      fail(peer_name_ + " finalized after issuing " + std::to_string(h.seq) + " op(s)", true, h.seq);
       return;
     default:
       fail(std::string("unexpected ") + wire::to_string(h.kind) + " frame from " + peer_name_
@@ -342,10 +344,12 @@ std::size_t link_actor::write_frames() {
   return total;
 }
 
-void link_actor::enqueue_control(wire::frame_kind kind, uint32_t aux, std::vector<uint8_t> payload) {
+void link_actor::enqueue_control(wire::frame_kind kind, uint32_t aux, std::vector<uint8_t> payload,
+                                 uint64_t seq) {
   tx_item item;
   wire::frame_header h;
   h.kind = kind;
+  h.seq = seq;
   h.comm_id = init_.comm_id;
   h.aux = aux;
   h.payload_len = static_cast<uint32_t>(payload.size());
@@ -374,7 +378,7 @@ void link_actor::purge_queued_data() {
   txq_.push_back(std::move(front));
 }
 
-void link_actor::fail(const std::string& why, bool graceful) {
+void link_actor::fail(const std::string& why, bool graceful, uint64_t issued) {
   if (closed_)
     return;
   closed_ = true;
@@ -384,7 +388,7 @@ void link_actor::fail(const std::string& why, bool graceful) {
     MCCL_LOG(info, why);
   else
     MCCL_LOG(warn, "link to " << peer_name_ << " is down: " << why);
-  send(init_.progress, link_down_atom::value, init_.peer, why, graceful);
+  send(init_.progress, link_down_atom::value, init_.peer, why, graceful, issued);
 }
 
 } // namespace mccl::actors

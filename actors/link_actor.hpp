@@ -73,7 +73,7 @@ private:
   void on_send(tx_request& req, caf::actor notify);
   void on_route(uint64_t seq, caf::actor collective);
   void on_abort(int origin, const std::string& reason);
-  void on_shutdown();
+  void on_shutdown(uint64_t issued);
   void on_tick();
 
   // ---- progress
@@ -84,9 +84,12 @@ private:
   std::size_t write_frames();
   void frame_complete();
   void dispatch_data(rx_chunk chunk);
-  void enqueue_control(wire::frame_kind kind, uint32_t aux, std::vector<uint8_t> payload);
+  void enqueue_control(wire::frame_kind kind, uint32_t aux, std::vector<uint8_t> payload,
+                       uint64_t seq = 0);
   void purge_queued_data();
-  void fail(const std::string& why, bool graceful = false);
+  /// Closes the link and reports it down. graceful: the peer said BYE after
+  /// issuing `issued` ops.
+  void fail(const std::string& why, bool graceful = false, uint64_t issued = 0);
 
   link_init init_;
   std::string peer_name_; ///< "rank 2 at 127.0.0.1:4711"

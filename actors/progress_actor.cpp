@@ -40,8 +40,8 @@ caf::behavior progress_actor::make_behavior() {
     [this](std::vector<caf::actor>& links) { links_ = std::move(links); },
     [this](submit_atom, op_ptr& op) { submit(std::move(op)); },
     [this](op_done_atom, op_result& r) { on_done(r); },
-    [this](link_down_atom, int peer, std::string& why, bool graceful) {
-      on_link_down(peer, why, graceful);
+    [this](link_down_atom, int peer, std::string& why, bool graceful, uint64_t issued) {
+      on_link_down(peer, why, graceful, issued);
     },
     [this](peer_abort_atom, int origin, std::string& why) {
       abort(errc::aborted, "rank " + std::to_string(origin) + " aborted the communicator: " + why,
@@ -99,7 +99,8 @@ void progress_actor::submit(op_ptr op) {
       send(l, route_atom::value, op->seq, c);
   MCCL_LOG(trace, to_string(op->kind) << " seq " << op->seq << ": " << name << ", "
                                       << op->bytes() << " bytes");
-  in_flight_.emplace(op->seq, in_flight{std::move(op), c, name});
+  auto seq = op->seq;
+  in_flight_.emplace(seq, in_flight{std::move(op), c, name});
 }
 
 bool progress_actor::complete_locally(const op_ptr& op) {
@@ -136,10 +137,18 @@ void progress_actor::on_done(op_result& r) {
     links_purged();
 }
 
-void progress_actor::on_link_down(int peer, const std::string& why, bool graceful) {
-  if (graceful && in_flight_.empty()) {
-    // A peer that finalized between ops is no failure; ops that need it are.
+void progress_actor::on_link_down(int peer, const std::string& why, bool graceful,
+                                  uint64_t issued) {
+  if (graceful) {
+    // The peer finalized. Every byte it sent precedes its BYE, so ops it
+    // issued already have all they will get from it (a peer that finalizes
+    // with ops in flight aborts first). Ops it never issued cannot finish.
     departed_[peer] = why;
+    for (auto& [seq, f] : in_flight_)
+      if (seq >= issued)
+        send(f.collective, fail_atom::value, errc::peer_lost,
+             "rank " + std::to_string(peer) + " finalized after issuing " + std::to_string(issued)
+               + " op(s); it never issued this one (do all ranks issue the same collectives?)");
     return;
   }
   abort(errc::peer_lost, "lost rank " + std::to_string(peer) + ": " + why, init_.rank);
@@ -189,6 +198,11 @@ void progress_actor::shutdown(caf::response_promise rp) {
     rp.deliver(true);
     return;
   }
+  if (!in_flight_.empty())
+    abort(errc::finalized,
+          "rank " + std::to_string(init_.rank) + " finalized with " + std::to_string(in_flight_.size())
+            + " op(s) in flight (first: seq " + std::to_string(in_flight_.begin()->first) + ")",
+          init_.rank);
   finalized_ = true;
   auto pending = std::make_shared<std::size_t>(0);
   auto finish = [this, rp]() mutable {
@@ -211,7 +225,7 @@ void progress_actor::shutdown(caf::response_promise rp) {
     if (!l)
       continue;
     ++*pending;
-    request(l, link_reply_timeout, shutdown_atom::value)
+    request(l, link_reply_timeout, shutdown_atom::value, next_seq_)
       .then([pending, finish](bool) mutable {
         if (--*pending == 0)
           finish();

@@ -49,7 +49,7 @@ private:
   void submit(op_ptr op);
   bool complete_locally(const op_ptr& op);
   void on_done(op_result& r);
-  void on_link_down(int peer, const std::string& why, bool graceful);
+  void on_link_down(int peer, const std::string& why, bool graceful, uint64_t issued);
   void abort(errc code, const std::string& why, int origin);
   void links_purged();
   void shutdown(caf::response_promise rp);
