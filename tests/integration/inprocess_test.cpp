@@ -1,0 +1,256 @@
+// Several ranks as threads of one process, over real loopback TCP, sharing
+// one runtime and an in-memory rendezvous store. Covers the API contract
+// (Work, errors, abort, timeout, finalize) with bounded waits everywhere.
+
+#include <mccl/mccl.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+std::atomic<uint32_t> next_comm_id{1};
+
+/// Runs fn(comm) on `world` threads, one communicator each, and joins them.
+/// Exceptions inside a rank become test failures naming the rank.
+void run_ranks(mccl::runtime& rt, int world, const mccl::config_overrides& overrides,
+               const std::function<void(mccl::communicator&)>& fn) {
+  auto store = std::make_shared<mccl::memory_store>();
+  uint32_t id = next_comm_id++;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        mccl::comm_options o;
+        o.rank = r;
+        o.world_size = world;
+        o.store = store;
+        o.comm_id = id;
+        o.overrides = overrides;
+        auto comm = rt.create_communicator(o);
+        fn(comm);
+        comm.finalize();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+}
+
+mccl::config_overrides quick() {
+  mccl::config_overrides o;
+  o.set("MCCL_CONNECT_TIMEOUT_MS", 10000);
+  return o;
+}
+
+} // namespace
+
+TEST(InProcess, AllreduceEveryWorldAndAlgorithm) {
+  mccl::runtime rt;
+  for (int world = 1; world <= 4; ++world)
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{262147}}) {
+      run_ranks(rt, world, quick(), [&](mccl::communicator& comm) {
+        std::vector<float> v(count);
+        for (std::size_t i = 0; i < count; ++i)
+          v[i] = static_cast<float>(comm.rank() + 1) * static_cast<float>(i % 5);
+        comm.allreduce(v.data(), count).wait();
+        float ranks = static_cast<float>(world * (world + 1) / 2);
+        for (std::size_t i = 0; i < count; ++i)
+          ASSERT_EQ(v[i], ranks * static_cast<float>(i % 5)) << "world " << world << " i " << i;
+        std::vector<int32_t> in(count), out(count);
+        for (std::size_t i = 0; i < count; ++i)
+          in[i] = static_cast<int32_t>((comm.rank() * 31 + i) % 17);
+        comm.allreduce(in.data(), out.data(), count, mccl::dtype::int32, mccl::redop::max).wait();
+        for (std::size_t i = 0; i < count; ++i) {
+          int32_t want = 0;
+          for (int r = 0; r < world; ++r)
+            want = std::max(want, static_cast<int32_t>((r * 31 + i) % 17));
+          ASSERT_EQ(out[i], want);
+        }
+      });
+    }
+}
+
+TEST(InProcess, BroadcastFromEveryRootAndBarrier) {
+  mccl::runtime rt;
+  run_ranks(rt, 3, quick(), [](mccl::communicator& comm) {
+    for (int root = 0; root < comm.size(); ++root) {
+      std::vector<double> v(100003, comm.rank() == root ? root + 0.5 : -1.0);
+      comm.broadcast(v.data(), v.size(), root).wait();
+      for (double x : v)
+        ASSERT_EQ(x, root + 0.5);
+      comm.barrier().wait();
+    }
+  });
+}
+
+TEST(InProcess, ManyOpsInFlight) {
+  mccl::runtime rt;
+  run_ranks(rt, 3, quick(), [](mccl::communicator& comm) {
+    std::vector<std::vector<float>> bufs(16, std::vector<float>(5000));
+    std::vector<mccl::work> works;
+    for (std::size_t b = 0; b < bufs.size(); ++b) {
+      std::fill(bufs[b].begin(), bufs[b].end(), static_cast<float>(b));
+      works.push_back(comm.allreduce(bufs[b].data(), bufs[b].size()));
+    }
+    for (std::size_t b = 0; b < bufs.size(); ++b) {
+      works[b].wait();
+      EXPECT_TRUE(works[b].ok());
+      EXPECT_EQ(bufs[b][4999], 3.0f * b);
+    }
+  });
+}
+
+TEST(InProcess, WorkApi) {
+  mccl::runtime rt;
+  run_ranks(rt, 2, quick(), [](mccl::communicator& comm) {
+    float x = 1;
+    if (comm.rank() == 1)
+      std::this_thread::sleep_for(200ms); // rank 0's op must still be pending
+    auto w = comm.allreduce(&x, 1);
+    std::atomic<bool> called{false};
+    w.on_complete([&] { called = true; });
+    if (comm.rank() == 0) {
+      EXPECT_FALSE(w.test());
+      EXPECT_FALSE(w.wait_for(20ms));
+    }
+    EXPECT_TRUE(w.wait_for(10s));
+    EXPECT_TRUE(w.test());
+    EXPECT_TRUE(w.ok());
+    EXPECT_FALSE(w.failure());
+    EXPECT_EQ(x, 2.0f);
+    for (int i = 0; i < 100 && !called; ++i)
+      std::this_thread::sleep_for(1ms);
+    EXPECT_TRUE(called);
+  });
+}
+
+TEST(InProcess, TimeoutNamesOpStepAndPeerAndAbortsPeers) {
+  mccl::runtime rt;
+  auto o = quick();
+  o.set("MCCL_TIMEOUT_MS", 300);
+  run_ranks(rt, 2, o, [](mccl::communicator& comm) {
+    float x = 1;
+    if (comm.rank() == 1) {
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        comm.allreduce(&x, 1).wait();
+        ADD_FAILURE() << "allreduce without a partner succeeded";
+      } catch (const mccl::error& e) {
+        auto waited = std::chrono::steady_clock::now() - t0;
+        EXPECT_EQ(e.code(), mccl::errc::timeout) << e.what();
+        std::string m = e.what();
+        EXPECT_NE(m.find("allreduce seq 0"), std::string::npos) << m;
+        EXPECT_NE(m.find("waiting on rank"), std::string::npos) << m;
+        EXPECT_NE(m.find("MCCL_TIMEOUT_MS=300"), std::string::npos) << m;
+        EXPECT_LT(waited, 3s);
+      }
+    } else {
+      // Rank 0 issues nothing; the ABORT from rank 1 must reach it.
+      std::this_thread::sleep_for(1s);
+      try {
+        comm.barrier().wait();
+        ADD_FAILURE() << "barrier after a peer's abort succeeded";
+      } catch (const mccl::error& e) {
+        EXPECT_EQ(e.code(), mccl::errc::aborted) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank 1 aborted"), std::string::npos) << e.what();
+      }
+    }
+  });
+}
+
+TEST(InProcess, UserAbortReachesEveryRank) {
+  mccl::runtime rt;
+  run_ranks(rt, 3, quick(), [](mccl::communicator& comm) {
+    std::vector<float> v(1000, 1.0f);
+    if (comm.rank() == 0) {
+      std::this_thread::sleep_for(100ms);
+      comm.abort("test abort");
+      return;
+    }
+    try {
+      comm.allreduce(v.data(), v.size()).wait();
+      ADD_FAILURE() << "allreduce succeeded although rank 0 aborted";
+    } catch (const mccl::error& e) {
+      EXPECT_EQ(e.code(), mccl::errc::aborted) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 0 called abort: test abort"), std::string::npos)
+        << e.what();
+    }
+  });
+}
+
+TEST(InProcess, MismatchedCountsFailInsteadOfHanging) {
+  mccl::runtime rt;
+  auto o = quick();
+  o.set("MCCL_TIMEOUT_MS", 5000);
+  run_ranks(rt, 2, o, [](mccl::communicator& comm) {
+    std::vector<float> v(comm.rank() == 0 ? 10 : 20, 1.0f);
+    try {
+      comm.allreduce(v.data(), v.size()).wait();
+      ADD_FAILURE() << "mismatched allreduce succeeded";
+    } catch (const mccl::error& e) {
+      std::string m = e.what();
+      EXPECT_TRUE(m.find("bytes, expected") != std::string::npos || e.code() == mccl::errc::aborted)
+        << m;
+    }
+  });
+}
+
+TEST(InProcess, ArgumentAndSettingErrorsNameTheCulprit) {
+  mccl::runtime rt;
+  run_ranks(rt, 2, quick(), [](mccl::communicator& comm) {
+    float x = 0;
+    try {
+      comm.broadcast(&x, 1, 5);
+      ADD_FAILURE() << "root 5 accepted";
+    } catch (const mccl::error& e) {
+      EXPECT_EQ(e.code(), mccl::errc::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("root 5"), std::string::npos) << e.what();
+    }
+    try {
+      comm.allreduce(&x, 1, mccl::dtype::float32, mccl::redop::band);
+      ADD_FAILURE() << "band on float32 accepted";
+    } catch (const mccl::error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("band"), std::string::npos) << m;
+      EXPECT_NE(m.find("float32"), std::string::npos) << m;
+    }
+    comm.finalize();
+    comm.finalize(); // idempotent
+    EXPECT_THROW(comm.barrier(), mccl::error);
+  });
+  mccl::comm_options o;
+  o.overrides.set("MCCL_TRANSPORT", "shm");
+  try {
+    rt.create_communicator(o);
+    ADD_FAILURE() << "MCCL_TRANSPORT=shm accepted";
+  } catch (const mccl::error& e) {
+    EXPECT_EQ(e.code(), mccl::errc::unsupported);
+    EXPECT_NE(std::string(e.what()).find("MCCL_TRANSPORT=shm"), std::string::npos) << e.what();
+  }
+}
+
+TEST(InProcess, JoinsAnActorSystemTheHostAlreadyRuns) {
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", static_cast<size_t>(2));
+  caf::actor_system sys{cfg};
+  {
+    mccl::runtime rt{sys};
+    run_ranks(rt, 2, quick(), [](mccl::communicator& comm) {
+      double v = comm.rank() + 1.0;
+      comm.allreduce(&v, 1).wait();
+      EXPECT_EQ(v, 3.0);
+    });
+  }
+}

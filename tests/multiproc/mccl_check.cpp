@@ -1,0 +1,206 @@
+// mccl_check: the rank program of the multi-process tests. Each mode runs
+// collectives over the ranks given by RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT
+// and checks every element against a reference each rank computes locally
+// (every rank's input is a known function of its rank and index).
+//
+//   mccl_check allreduce COUNT...    sum/prod/min/max/avg, float32+float64,
+//                                    in place and out of place
+//   mccl_check broadcast COUNT...    from every root
+//   mccl_check barrier               nobody leaves before everybody entered
+//   mccl_check stress COUNT          allreduce in a loop until an op fails;
+//                                    prints "op failed after N ms: <error>"
+//   mccl_check finalize-alone        rank 1 exits at once; rank 0 waits until
+//                                    the link is gone, then finalizes
+//
+// Exit status: 0 all checks passed, 1 a check failed, 3 an op failed (stress).
+
+#include <mccl/mccl.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// Input of rank r at index i: small integers (exact in float32 sums and
+/// products), different per rank so that the reduction order matters.
+template <class T>
+T input(int r, std::size_t i, mccl::redop op) {
+  if (op == mccl::redop::prod)
+    return static_cast<T>(1 + (r + i) % 2); // products stay small: at most 2^world
+  return static_cast<T>(static_cast<int>((r * 7 + i * 13) % 31) - 10);
+}
+
+template <class T>
+T expected(int world, std::size_t i, mccl::redop op) {
+  T acc = input<T>(0, i, op);
+  for (int r = 1; r < world; ++r) {
+    T x = input<T>(r, i, op);
+    switch (op) {
+      case mccl::redop::sum:
+      case mccl::redop::avg: acc += x; break;
+      case mccl::redop::prod: acc *= x; break;
+      case mccl::redop::min: acc = std::min(acc, x); break;
+      case mccl::redop::max: acc = std::max(acc, x); break;
+      default: break;
+    }
+  }
+  if (op == mccl::redop::avg)
+    acc /= static_cast<T>(world);
+  return acc;
+}
+
+int failures = 0;
+
+template <class T>
+void check_allreduce(mccl::communicator& comm, std::size_t count, mccl::redop op, bool in_place) {
+  int rank = comm.rank(), world = comm.size();
+  std::vector<T> send(count), recv(count, T(-99));
+  for (std::size_t i = 0; i < count; ++i)
+    send[i] = input<T>(rank, i, op);
+  if (in_place)
+    comm.allreduce(send.data(), count, mccl::dtype_of<T>(), op).wait();
+  else
+    comm.allreduce(send.data(), recv.data(), count, mccl::dtype_of<T>(), op).wait();
+  const auto& out = in_place ? send : recv;
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    T want = expected<T>(world, i, op);
+    // avg divides: allow one rounding step; everything else is exact.
+    bool ok = op == mccl::redop::avg ? std::fabs(double(out[i]) - double(want)) <= 1e-6 * (1 + std::fabs(double(want)))
+                                     : out[i] == want;
+    if (!ok && bad++ < 3)
+      std::fprintf(stderr, "rank %d: allreduce %s %s count %zu %s: element %zu is %g, expected %g\n",
+                   rank, mccl::to_string(mccl::dtype_of<T>()), mccl::to_string(op), count,
+                   in_place ? "in place" : "out of place", i, double(out[i]), double(want));
+  }
+  if (bad)
+    ++failures;
+}
+
+int run_allreduce(mccl::communicator& comm, const std::vector<std::size_t>& counts) {
+  int cases = 0;
+  for (auto count : counts)
+    for (auto op : {mccl::redop::sum, mccl::redop::prod, mccl::redop::min, mccl::redop::max, mccl::redop::avg})
+      for (bool in_place : {true, false}) {
+        // The 16M-element case runs sum in float32 only: it is about size.
+        if (count > (1u << 20) && (op != mccl::redop::sum || !in_place)) continue;
+        check_allreduce<float>(comm, count, op, in_place);
+        if (count <= (1u << 20))
+          check_allreduce<double>(comm, count, op, in_place);
+        ++cases;
+      }
+  std::printf("rank %d: allreduce: %d case(s), %d failure(s)\n", comm.rank(), cases, failures);
+  return failures ? 1 : 0;
+}
+
+int run_broadcast(mccl::communicator& comm, const std::vector<std::size_t>& counts) {
+  for (auto count : counts)
+    for (int root = 0; root < comm.size(); ++root) {
+      std::vector<int32_t> data(count);
+      for (std::size_t i = 0; i < count; ++i)
+        data[i] = comm.rank() == root ? static_cast<int32_t>(i * 3 + root) : -1;
+      comm.broadcast(data.data(), count, root).wait();
+      for (std::size_t i = 0; i < count; ++i)
+        if (data[i] != static_cast<int32_t>(i * 3 + root)) {
+          std::fprintf(stderr, "rank %d: broadcast count %zu root %d: element %zu is %d\n",
+                       comm.rank(), count, root, i, data[i]);
+          ++failures;
+          break;
+        }
+    }
+  std::printf("rank %d: broadcast: %d failure(s)\n", comm.rank(), failures);
+  return failures ? 1 : 0;
+}
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+int run_barrier(mccl::communicator& comm) {
+  for (int round = 0; round < 5; ++round) {
+    // Ranks arrive at different times; nobody may leave before the last arrived.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 * ((comm.rank() + round) % comm.size())));
+    double entered = now_ms();
+    comm.barrier().wait();
+    double left = now_ms();
+    double last_entry = entered;
+    comm.allreduce(&last_entry, 1, mccl::redop::max).wait();
+    if (left + 0.5 < last_entry) { // 0.5 ms slack for clock reads
+      std::fprintf(stderr, "rank %d: left barrier round %d at %.3f before the last rank entered at %.3f\n",
+                   comm.rank(), round, left, last_entry);
+      ++failures;
+    }
+  }
+  std::printf("rank %d: barrier: %d failure(s)\n", comm.rank(), failures);
+  return failures ? 1 : 0;
+}
+
+int run_stress(mccl::communicator& comm, std::size_t count) {
+  std::vector<float> data(count, 1.0f);
+  std::printf("rank %d: stress started\n", comm.rank());
+  std::fflush(stdout);
+  for (long it = 0;; ++it) {
+    auto t0 = clock_type::now();
+    try {
+      comm.allreduce(data.data(), count).wait();
+    } catch (const mccl::error& e) {
+      auto ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+      std::printf("rank %d: op failed after %.0f ms: %s\n", comm.rank(), ms, e.what());
+      std::fflush(stdout);
+      return 3;
+    }
+    std::fill(data.begin(), data.end(), 1.0f);
+  }
+}
+
+int run_finalize_alone(mccl::communicator& comm) {
+  comm.barrier().wait();
+  if (comm.rank() != 0) {
+    std::fflush(stdout);
+    _exit(0); // vanish without finalize, as a crashed peer would
+  }
+  // Let the peer's exit reach us, then time finalize; the harness times the
+  // whole exit from this line on.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::printf("rank 0: finalize starts\n");
+  std::fflush(stdout);
+  comm.finalize();
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: mccl_check allreduce|broadcast|barrier|stress|finalize-alone [COUNT...]\n");
+    return 2;
+  }
+  std::string mode = argv[1];
+  std::vector<std::size_t> counts;
+  for (int i = 2; i < argc; ++i)
+    counts.push_back(std::strtoull(argv[i], nullptr, 10));
+  try {
+    mccl::runtime rt;
+    auto comm = rt.communicator_from_env();
+    int rc = 2;
+    if (mode == "allreduce") rc = run_allreduce(comm, counts);
+    else if (mode == "broadcast") rc = run_broadcast(comm, counts);
+    else if (mode == "barrier") rc = run_barrier(comm);
+    else if (mode == "stress") rc = run_stress(comm, counts.empty() ? (1u << 22) : counts[0]);
+    else if (mode == "finalize-alone") rc = run_finalize_alone(comm);
+    else std::fprintf(stderr, "mccl_check: unknown mode %s\n", mode.c_str());
+    comm.finalize();
+    return rc;
+  } catch (const mccl::error& e) {
+    std::fprintf(stderr, "mccl_check: %s\n", e.what());
+    return 1;
+  }
+}
