@@ -320,6 +320,10 @@ std::size_t link_actor::write_frames() {
     }
     auto r = init_.conn->write_some(iov, n);
     if (!r.error.empty()) {
+      // Read what the peer sent before it went away (an ABORT frame naming
+      // the real cause, or its BYE) so it is reported before our loss.
+      txq_.clear();
+      read_frames();
       fail("sending to " + peer_name_ + " failed: " + r.error);
       return total;
     }

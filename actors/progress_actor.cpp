@@ -14,6 +14,8 @@ namespace {
 /// How long the progress actor waits for its links to confirm an abort or a
 /// shutdown before it goes on without them.
 constexpr auto link_reply_timeout = std::chrono::seconds(2);
+/// How long a lost connection waits for an ABORT frame that explains it.
+constexpr auto loss_grace = std::chrono::milliseconds(100);
 } // namespace
 
 progress_actor::progress_actor(caf::actor_config& cfg, progress_init init)
@@ -45,11 +47,19 @@ caf::behavior progress_actor::make_behavior() {
     },
     [this](peer_abort_atom, int origin, std::string& why) {
       abort(errc::aborted, "rank " + std::to_string(origin) + " aborted the communicator: " + why,
-            origin);
+            origin, why);
     },
     [this](abort_atom, std::string& why) {
       abort(errc::aborted, "rank " + std::to_string(init_.rank) + " called abort: " + why,
             init_.rank);
+    },
+    [this](tick_atom) {
+      // The grace period after a lost connection ended without an ABORT
+      // frame explaining it: this rank reports the loss itself.
+      if (pending_loss_peer_ >= 0 && !aborted_)
+        abort(errc::peer_lost, "lost rank " + std::to_string(pending_loss_peer_) + ": " + pending_loss_why_,
+              init_.rank);
+      pending_loss_peer_ = -1;
     },
     [this](shutdown_atom) {
       auto rp = make_response_promise();
@@ -151,10 +161,18 @@ void progress_actor::on_link_down(int peer, const std::string& why, bool gracefu
                + " op(s); it never issued this one (do all ranks issue the same collectives?)");
     return;
   }
-  abort(errc::peer_lost, "lost rank " + std::to_string(peer) + ": " + why, init_.rank);
+  // A peer that aborted because a third rank died may close its connection
+  // (its process exits) before we read its ABORT frame, which names the rank
+  // that really failed. Wait briefly for such a frame before blaming `peer`.
+  if (aborted_ || pending_loss_peer_ >= 0)
+    return;
+  pending_loss_peer_ = peer;
+  pending_loss_why_ = why;
+  delayed_send(this, loss_grace, tick_atom::value);
 }
 
-void progress_actor::abort(errc code, const std::string& why, int origin) {
+void progress_actor::abort(errc code, const std::string& why, int origin,
+                           const std::string& wire_text) {
   if (aborted_ || finalized_)
     return;
   aborted_ = true;
@@ -169,7 +187,7 @@ void progress_actor::abort(errc code, const std::string& why, int origin) {
     if (!l)
       continue;
     ++link_acks_pending_;
-    request(l, link_reply_timeout, abort_atom::value, origin, why)
+    request(l, link_reply_timeout, abort_atom::value, origin, wire_text.empty() ? why : wire_text)
       .then([this](bool) {
         if (--link_acks_pending_ == 0)
           links_purged();

@@ -50,7 +50,9 @@ private:
   bool complete_locally(const op_ptr& op);
   void on_done(op_result& r);
   void on_link_down(int peer, const std::string& why, bool graceful, uint64_t issued);
-  void abort(errc code, const std::string& why, int origin);
+  /// Aborts once: `why` is what local ops report; `wire_text` (default: why)
+  /// is what the ABORT frame tells peers, who prefix it with the origin.
+  void abort(errc code, const std::string& why, int origin, const std::string& wire_text = {});
   void links_purged();
   void shutdown(caf::response_promise rp);
 
@@ -67,6 +69,8 @@ private:
   std::vector<std::pair<in_flight, op_result>> failed_unpurged_;
   std::map<int, std::string> departed_; ///< peers that finalized, and how we learned it
   bool finalized_ = false;
+  int pending_loss_peer_ = -1; ///< a lost link waiting for an explaining ABORT
+  std::string pending_loss_why_;
 };
 
 } // namespace mccl::actors

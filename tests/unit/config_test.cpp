@@ -51,7 +51,7 @@ std::string override_error(const config_overrides& overrides, const environment&
 
 int auto_worker_threads() {
   auto hw = static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, std::min(2, hw));
+  return hw > 4 ? 2 : 1;
 }
 
 const std::vector<std::string> expected_names = {
