@@ -254,7 +254,10 @@ communicator runtime::create_communicator(const comm_options& o) {
       li.crc = cfg.transport_crc;
       li.spin = cfg.spin;
       li.heartbeat = cfg.heartbeat;
-      li.max_payload = static_cast<uint32_t>(std::min<std::size_t>(cfg.chunk_bytes, wire::max_payload_limit));
+      // The largest data frame a peer sends: a pipelining chunk, or a whole
+      // small op on the latency path.
+      li.max_payload = static_cast<uint32_t>(std::min<std::size_t>(
+        std::max(cfg.chunk_bytes, cfg.small_msg_threshold), wire::max_payload_limit));
       links[peer] = sys.spawn<actors::link_actor>(std::move(li));
     }
   }

@@ -66,11 +66,25 @@ caf::behavior link_actor::make_behavior() {
   };
 }
 
+void link_actor::on_exit() {
+  if (init_.conn && !closed_)
+    init_.conn->close();
+  closed_ = true;
+  init_.conn.reset();
+  routes_.clear();
+  early_.clear();
+}
+
 // ---- handlers -------------------------------------------------------------------
 
 void link_actor::on_send(tx_request& req, caf::actor notify) {
-  if (closed_ || aborted_)
+  if (aborted_)
     return; // the op is being failed by the progress actor; nothing may be sent
+  if (closed_) {
+    // Never leave a collective waiting for a send that cannot happen.
+    send(notify, fail_atom::value, errc::peer_lost, "the link to " + peer_name_ + " is closed");
+    return;
+  }
   tx_item item;
   auto h = req.header;
   h.comm_id = init_.comm_id;

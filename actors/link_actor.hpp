@@ -55,6 +55,10 @@ public:
 
   const char* name() const override { return "mccl.link"; }
 
+  /// Drops the connection as soon as the actor stops, so no socket outlives
+  /// the reactor it belongs to.
+  void on_exit() override;
+
 private:
   using clock = std::chrono::steady_clock;
 

@@ -81,9 +81,12 @@ void progress_actor::submit(op_ptr op) {
     return fail_now(abort_code_, abort_reason_);
   if (complete_locally(op))
     return;
-  if (!departed_.empty())
-    return fail_now(errc::peer_lost, "rank " + std::to_string(departed_.begin()->first)
-                                       + " has already finalized (" + departed_.begin()->second + ")");
+  // A peer that finalized took part in every op it issued (its bytes for
+  // them may still sit in our links); later ops cannot involve it.
+  for (const auto& [peer, d] : departed_)
+    if (op->seq >= d.issued)
+      return fail_now(errc::peer_lost, "rank " + std::to_string(peer) + " has already finalized ("
+                                         + d.why + ")");
   auto name = choose_algorithm(op->kind, op->bytes(), init_.world, init_.cfg);
   auto factory = find_algorithm(op->kind, name);
   if (!factory)
@@ -153,7 +156,7 @@ void progress_actor::on_link_down(int peer, const std::string& why, bool gracefu
     // The peer finalized. Every byte it sent precedes its BYE, so ops it
     // issued already have all they will get from it (a peer that finalizes
     // with ops in flight aborts first). Ops it never issued cannot finish.
-    departed_[peer] = why;
+    departed_[peer] = departure{why, issued};
     for (auto& [seq, f] : in_flight_)
       if (seq >= issued)
         send(f.collective, fail_atom::value, errc::peer_lost,

@@ -67,7 +67,11 @@ private:
   std::string abort_reason_;
   std::size_t link_acks_pending_ = 0;
   std::vector<std::pair<in_flight, op_result>> failed_unpurged_;
-  std::map<int, std::string> departed_; ///< peers that finalized, and how we learned it
+  struct departure {
+    std::string why;
+    uint64_t issued = 0; ///< ops the peer issued before it finalized
+  };
+  std::map<int, departure> departed_; ///< peers that finalized
   bool finalized_ = false;
   int pending_loss_peer_ = -1; ///< a lost link waiting for an explaining ABORT
   std::string pending_loss_why_;

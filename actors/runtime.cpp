@@ -48,8 +48,7 @@ runtime::impl::~impl() {
   watchdog = nullptr;
   // Give actors a bounded moment to finish; never wait without a bound.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  auto base = owned_system ? 0 : 0;
-  while (owned_system && system->registry().running() > static_cast<size_t>(base)
+  while (owned_system && system->registry().running() > 0
          && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   reactor.reset();

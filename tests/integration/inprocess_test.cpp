@@ -254,3 +254,22 @@ TEST(InProcess, JoinsAnActorSystemTheHostAlreadyRuns) {
     });
   }
 }
+
+TEST(InProcess, ChunksSmallerThanTheLatencyPath) {
+  // The one-shot path sends a whole op in one frame even when pipelining
+  // chunks are smaller: receivers must accept frames up to the larger size.
+  mccl::runtime rt;
+  auto o = quick();
+  o.set("MCCL_CHUNK_BYTES", "4K");
+  o.set("MCCL_TRANSPORT_CRC", true);
+  for (int world : {2, 3}) {
+    run_ranks(rt, world, o, [&](mccl::communicator& comm) {
+      for (std::size_t count : {std::size_t{10000}, std::size_t{300000}}) {
+        std::vector<int64_t> v(count, comm.rank() + 1);
+        comm.allreduce(v.data(), count).wait();
+        for (auto x : v)
+          ASSERT_EQ(x, world * (world + 1) / 2);
+      }
+    });
+  }
+}
