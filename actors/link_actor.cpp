@@ -82,7 +82,10 @@ void link_actor::on_send(tx_request& req, caf::actor notify) {
     return; // the op is being failed by the progress actor; nothing may be sent
   if (closed_) {
     // Never leave a collective waiting for a send that cannot happen.
-    send(notify, fail_atom::value, errc::peer_lost, "the link to " + peer_name_ + " is closed");
+    // Prefer the peer's own abort reason: it names the rank that failed first.
+    send(notify, fail_atom::value, errc::peer_lost,
+         peer_abort_reason_.empty() ? "lost rank " + std::to_string(init_.peer) + ": " + close_reason_
+                                    : peer_abort_reason_);
     return;
   }
   tx_item item;
@@ -290,8 +293,9 @@ void link_actor::frame_complete() {
     case wire::frame_kind::abort: {
       std::string why;
       auto text = wire::decode_text(buf.get(), h.payload_len, &why);
-      send(init_.progress, peer_abort_atom::value, static_cast<int>(h.aux),
-           text ? *text : "(unreadable reason: " + why + ")");
+      auto reason = text ? *text : "(unreadable reason: " + why + ")";
+      peer_abort_reason_ = "rank " + std::to_string(h.aux) + " aborted the communicator: " + reason;
+      send(init_.progress, peer_abort_atom::value, static_cast<int>(h.aux), reason);
       return;
     }
     case wire::frame_kind::bye:
@@ -400,6 +404,7 @@ void link_actor::fail(const std::string& why, bool graceful, uint64_t issued) {
   if (closed_)
     return;
   closed_ = true;
+  close_reason_ = why;
   txq_.clear(); // nothing more will be written: no pointer into caller memory survives
   init_.conn->close();
   if (graceful)

@@ -124,6 +124,8 @@ private:
   bool write_armed_ = false;
   clock::time_point last_activity_;
   bool closed_ = false;
+  std::string close_reason_ = "the link was closed"; ///< why, for sends that arrive later
+  std::string peer_abort_reason_; ///< set once the peer sent an ABORT frame
   bool aborted_ = false;
 };
 
