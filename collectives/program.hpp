@@ -1,0 +1,128 @@
+#pragma once
+/// Step programs: most collective algorithms written as data.
+///
+/// A program says, for one rank, which blocks of a working buffer it sends
+/// to and receives from which peers in which step. The step executor
+/// (collectives/step_executor.hpp) runs a program over real buffers and
+/// links; tests run the same programs symbolically for every rank of worlds
+/// 1..64. Both follow the same rule, so a program that passes the
+/// simulation is correct on the wire:
+///
+///   Step-synchronous semantics, per block region. The sends of step s read
+///   the region as it is after every receive of steps < s was applied; the
+///   receives of step s are applied after every send of steps <= s that
+///   reads the same region has left the buffer.
+///
+/// The executor enforces this with dependencies (not with global barriers),
+/// so independent regions progress in parallel and a send whose block
+/// range equals the range a receive of an earlier step wrote is pipelined
+/// chunk by chunk behind that receive.
+///
+/// Steps are numbered globally: when rank a sends blocks X to rank b at step
+/// s, rank b receives exactly blocks X from rank a at step s. Several
+/// transfers between the same pair in one step are matched in the order
+/// they are listed.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace mccl::sched {
+
+enum class xfer_kind : unsigned char {
+  send,        ///< send blocks to peer
+  recv_copy,   ///< receive blocks from peer; they replace the local blocks
+  recv_reduce, ///< receive blocks from peer; reduce them into the local blocks
+};
+
+/// One transfer of the contiguous blocks [first_block, first_block + block_count).
+struct xfer {
+  xfer_kind kind = xfer_kind::send;
+  int peer = -1;
+  int first_block = 0;
+  int block_count = 1;
+};
+
+struct step {
+  std::vector<xfer> xfers; ///< in matching order (see above)
+};
+
+/// What a rank does in one collective, over a working buffer split into
+/// `blocks` blocks. How blocks map to elements is up to the caller (a
+/// balanced split of the count, or per-rank counts for the v-variants).
+struct program {
+  int blocks = 1;
+  /// Indexed by global step number; a rank with nothing to do in a step
+  /// has an empty entry (trailing empty steps may be omitted).
+  std::vector<step> steps;
+  /// Blocks that hold this rank's own data when the program starts (for a
+  /// reduction: its contribution; for a broadcast root: the data).
+  std::vector<int> initial_blocks;
+  /// Blocks that hold the final result on this rank when the program ends.
+  std::vector<int> result_blocks;
+};
+
+/// How many transfer steps a program has (size of steps), for logs.
+std::string describe(const program& p);
+
+// ---- allreduce --------------------------------------------------------------
+// Every rank starts with all blocks (its contribution) and ends with all
+// blocks fully reduced. All builders are correct for every world >= 1,
+// power of two or not; they throw mccl::error(invalid_argument) for
+// world < 1 or rank outside [0, world).
+
+/// Recursive doubling over one block: ceil(log2) exchanges of the whole
+/// vector. Non-power-of-two worlds fold: with p = largest power of two
+/// <= world, ranks p..world-1 first send their vector to rank - p (which
+/// reduces it), sit out the doubling among ranks 0..p-1, then receive the
+/// result from rank - p. Latency-optimal for small messages.
+program rd_allreduce(int rank, int world);
+
+/// Rabenseifner: reduce-scatter by recursive halving, then allgather by
+/// recursive doubling, over p blocks (p as above); non-power-of-two worlds
+/// fold exactly as in rd_allreduce. Bandwidth-optimal at larger worlds.
+program rabenseifner_allreduce(int rank, int world);
+
+// ---- allgather --------------------------------------------------------------
+// Block b is rank b's data (world blocks). Rank r starts with block r and
+// ends with all blocks.
+
+/// Ring: world - 1 steps; step s sends block (rank - s) mod w to rank + 1
+/// and receives block (rank - s - 1) mod w from rank - 1.
+program ring_allgather(int rank, int world);
+
+/// Recursive doubling (any world, folding as in rd_allreduce: ranks >= p
+/// first send their block to rank - p and receive every block at the end).
+/// ceil(log2 world) + 2 steps at most; for small messages.
+program rd_allgather(int rank, int world);
+
+// ---- reduce-scatter -----------------------------------------------------------
+// Every rank starts with all world blocks (its contribution) and ends with
+// block `rank` fully reduced.
+
+/// Ring: world - 1 steps, the reduce-scatter half of the ring allreduce,
+/// arranged so that rank r finishes with block r.
+program ring_reduce_scatter(int rank, int world);
+
+/// For small messages: recursive doubling of the whole vector, split into
+/// world blocks (result: block rank; the other blocks are reduced too but
+/// not part of the result).
+program rd_reduce_scatter(int rank, int world);
+
+// ---- broadcast / reduce -----------------------------------------------------
+
+/// Large broadcast: the root scatters the world blocks along a binomial
+/// tree (rank r receives the blocks of its subtree), then a ring allgather
+/// completes every rank. Root starts with all blocks; all ranks end with
+/// all blocks.
+program scatter_allgather_broadcast(int rank, int world, int root);
+
+/// Small reduce to root along a binomial tree over one block: every rank
+/// starts with block 0, the root ends with it fully reduced.
+program tree_reduce(int rank, int world, int root);
+
+/// Large reduce to root: ring reduce-scatter over world blocks, then every
+/// rank sends its reduced block to the root. Result: all blocks at root.
+program ring_reduce(int rank, int world, int root);
+
+} // namespace mccl::sched
