@@ -22,6 +22,15 @@
 /// s, rank b receives exactly blocks X from rank a at step s. Several
 /// transfers between the same pair in one step are matched in the order
 /// they are listed.
+///
+/// Properties of every program the builders below return (the simulation
+/// tests check them):
+///   - all ranks of one collective have the same steps.size(), the global
+///     step count (ranks idle at the end keep empty entries);
+///   - no transfer names the rank itself; no two receives of one step on one
+///     rank write the same block;
+///   - a block set that is not contiguous travels as its maximal contiguous
+///     ranges, sorted by first block, one transfer each.
 
 #include <cstddef>
 #include <string>
@@ -62,8 +71,17 @@ struct program {
   std::vector<int> result_blocks;
 };
 
-/// How many transfer steps a program has (size of steps), for logs.
+/// How many transfer steps a program has (size of steps), for logs:
+/// "<steps> steps, <blocks> blocks, <transfers> transfers".
 std::string describe(const program& p);
+
+/// Checks what one rank's program can check alone: blocks >= 1, every peer
+/// in [0, world) and not `rank`, every transfer a non-empty range inside
+/// [0, blocks), initial and result blocks inside [0, blocks). Throws
+/// mccl::error(invalid_argument) naming the step and the bad value; for
+/// world < 1 or rank outside [0, world) too. Matching between ranks needs
+/// every rank's program and is checked by the simulation tests.
+void validate(const program& p, int rank, int world);
 
 // ---- allreduce --------------------------------------------------------------
 // Every rank starts with all blocks (its contribution) and ends with all
@@ -71,8 +89,9 @@ std::string describe(const program& p);
 // power of two or not; they throw mccl::error(invalid_argument) for
 // world < 1 or rank outside [0, world).
 
-/// Recursive doubling over one block: ceil(log2) exchanges of the whole
-/// vector. Non-power-of-two worlds fold: with p = largest power of two
+/// Recursive doubling over one block: log2(p) exchanges of the whole
+/// vector (exchange k with rank XOR 2^k), plus the two fold steps when world
+/// is not a power of two. Non-power-of-two worlds fold: with p = largest power of two
 /// <= world, ranks p..world-1 first send their vector to rank - p (which
 /// reduces it), sit out the doubling among ranks 0..p-1, then receive the
 /// result from rank - p. Latency-optimal for small messages.
@@ -80,7 +99,9 @@ program rd_allreduce(int rank, int world);
 
 /// Rabenseifner: reduce-scatter by recursive halving, then allgather by
 /// recursive doubling, over p blocks (p as above); non-power-of-two worlds
-/// fold exactly as in rd_allreduce. Bandwidth-optimal at larger worlds.
+/// fold exactly as in rd_allreduce (all p blocks each way). Halving starts
+/// at distance p/2, so every transfer is one contiguous range and core rank
+/// i owns block i after the halving. 2 * log2(p) steps, + 2 when folding.
 program rabenseifner_allreduce(int rank, int world);
 
 // ---- allgather --------------------------------------------------------------
@@ -93,7 +114,9 @@ program ring_allgather(int rank, int world);
 
 /// Recursive doubling (any world, folding as in rd_allreduce: ranks >= p
 /// first send their block to rank - p and receive every block at the end).
-/// ceil(log2 world) + 2 steps at most; for small messages.
+/// In round k a core rank swaps everything it holds (its group's blocks and
+/// their extras' blocks) with rank XOR 2^k, as at most two ranges.
+/// log2(p) steps, + 2 when folding; for small messages.
 program rd_allgather(int rank, int world);
 
 // ---- reduce-scatter -----------------------------------------------------------
@@ -106,23 +129,32 @@ program ring_reduce_scatter(int rank, int world);
 
 /// For small messages: recursive doubling of the whole vector, split into
 /// world blocks (result: block rank; the other blocks are reduced too but
-/// not part of the result).
+/// not part of the result). Steps as rd_allreduce; the fold steps carry
+/// all world blocks too.
 program rd_reduce_scatter(int rank, int world);
 
 // ---- broadcast / reduce -----------------------------------------------------
 
 /// Large broadcast: the root scatters the world blocks along a binomial
 /// tree (rank r receives the blocks of its subtree), then a ring allgather
-/// completes every rank. Root starts with all blocks; all ranks end with
-/// all blocks.
+/// completes every rank. Block b is destined for rank b: a subtree is a
+/// contiguous range of root-relative ranks, so at most two block ranges
+/// (wraparound). Root starts with all blocks (initial_blocks of the other
+/// ranks is empty); all ranks end with all blocks. Steps: ceil(log2 world)
+/// scatter steps, then world - 1 ring steps.
 program scatter_allgather_broadcast(int rank, int world, int root);
 
 /// Small reduce to root along a binomial tree over one block: every rank
-/// starts with block 0, the root ends with it fully reduced.
+/// starts with block 0, the root ends with it fully reduced (result_blocks
+/// is {0} at the root, empty elsewhere). Root-relative rank v sends to its
+/// binomial_tree parent at step lowest set bit of v, after all its
+/// children; ceil(log2 world) steps.
 program tree_reduce(int rank, int world, int root);
 
 /// Large reduce to root: ring reduce-scatter over world blocks, then every
-/// rank sends its reduced block to the root. Result: all blocks at root.
+/// rank sends its reduced block to the root. Result: all blocks at root
+/// (empty elsewhere). world steps (none for world 1); the root lists its
+/// receives of the last step in rank order.
 program ring_reduce(int rank, int world, int root);
 
 } // namespace mccl::sched

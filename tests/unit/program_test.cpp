@@ -1,0 +1,599 @@
+#include "collectives/program.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "config/error.hpp"
+
+using namespace mccl::sched;
+
+namespace {
+
+constexpr int max_world = 64;
+
+// Bit r set: rank r's contribution (reductions) or rank r's original data
+// (data movement) is in the block.
+using contributions = uint64_t;
+
+contributions everyone(int world) {
+  return world == 64 ? ~contributions{0} : ((contributions{1} << world) - 1);
+}
+
+contributions only(int rank) {
+  return contributions{1} << rank;
+}
+
+int ceil_log2(int w) {
+  int k = 0;
+  while ((1 << k) < w)
+    ++k;
+  return k;
+}
+
+int floor_pow2(int w) {
+  int p = 1;
+  while (p * 2 <= w)
+    p *= 2;
+  return p;
+}
+
+int log2_exact(int p) {
+  return ceil_log2(p);
+}
+
+bool is_pow2(int w) {
+  return (w & (w - 1)) == 0;
+}
+
+std::vector<int> all_blocks(int n) {
+  std::vector<int> v;
+  for (int b = 0; b < n; ++b)
+    v.push_back(b);
+  return v;
+}
+
+// ---- the symbolic simulator --------------------------------------------------
+
+// Reductions may use recv_reduce; data movement (allgather, broadcast) only
+// copies, and a block's bit names whose original data it holds.
+enum class payload { reduction, data };
+
+struct cell {
+  bool valid = false;
+  contributions bits = 0;
+};
+
+using world_state = std::vector<std::vector<cell>>;
+
+// One side of a transfer, as listed by the sender or by the receiver.
+struct side {
+  int from;
+  int to;
+  int first;
+  int count;
+  xfer_kind kind;
+  std::vector<cell> data; // sends only: the blocks as they left the sender
+};
+
+const char* kind_name(xfer_kind k) {
+  switch (k) {
+    case xfer_kind::send: return "send";
+    case xfer_kind::recv_copy: return "recv_copy";
+    case xfer_kind::recv_reduce: return "recv_reduce";
+  }
+  return "?";
+}
+
+std::string where(int s, const side& x) {
+  std::ostringstream o;
+  o << "step " << s << ": " << kind_name(x.kind) << " " << x.from << "->" << x.to << " blocks ["
+    << x.first << ", " << x.first + x.count << ")";
+  return o.str();
+}
+
+// Transfers of one rank in one step to/from one peer in one direction must
+// be maximal ranges sorted by first block: disjoint, not touching, ascending.
+::testing::AssertionResult compact(const std::vector<xfer>& xs, int rank, int s) {
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    for (std::size_t j = i + 1; j < xs.size(); ++j) {
+      const auto& a = xs[i];
+      const auto& b = xs[j];
+      if (a.peer != b.peer || (a.kind == xfer_kind::send) != (b.kind == xfer_kind::send))
+        continue;
+      if (b.first_block <= a.first_block + a.block_count)
+        return ::testing::AssertionFailure()
+               << "rank " << rank << " step " << s << ": transfers with peer " << a.peer
+               << " overlap, touch or are out of order: [" << a.first_block << ", +"
+               << a.block_count << ") then [" << b.first_block << ", +" << b.block_count << ")";
+    }
+  return ::testing::AssertionSuccess();
+}
+
+// Runs the programs of every rank of a world with the step-synchronous
+// semantics of program.hpp and leaves the final blocks in `state`.
+::testing::AssertionResult simulate(const std::vector<program>& progs, payload mode,
+                                    world_state& state) {
+  const int world = static_cast<int>(progs.size());
+  const int blocks = progs.at(0).blocks;
+  if (blocks < 1 || blocks > 64)
+    return ::testing::AssertionFailure() << "blocks " << blocks << " outside [1, 64]";
+  const std::size_t steps = progs[0].steps.size();
+  for (int r = 0; r < world; ++r) {
+    const auto& p = progs[r];
+    if (p.blocks != blocks)
+      return ::testing::AssertionFailure() << "rank " << r << " has " << p.blocks
+                                           << " blocks, rank 0 " << blocks;
+    if (p.steps.size() != steps)
+      return ::testing::AssertionFailure() << "rank " << r << " has " << p.steps.size()
+                                           << " steps, rank 0 " << steps;
+    try {
+      validate(p, r, world);
+    } catch (const mccl::error& e) {
+      return ::testing::AssertionFailure() << "rank " << r << ": " << e.what();
+    }
+  }
+
+  state.assign(world, std::vector<cell>(blocks));
+  for (int r = 0; r < world; ++r)
+    for (int b : progs[r].initial_blocks)
+      state[r][b] = {true, only(r)};
+
+  std::vector<side> sends;
+  std::vector<side> recvs;
+  std::vector<char> written(blocks);
+  for (std::size_t s = 0; s < steps; ++s) {
+    const int si = static_cast<int>(s);
+    sends.clear();
+    recvs.clear();
+    // Sends read the state after all receives of earlier steps.
+    for (int r = 0; r < world; ++r) {
+      const auto& xs = progs[r].steps[s].xfers;
+      auto ok = compact(xs, r, si);
+      if (!ok)
+        return ok;
+      for (const auto& x : xs) {
+        if (x.kind != xfer_kind::send) {
+          recvs.push_back({x.peer, r, x.first_block, x.block_count, x.kind, {}});
+          continue;
+        }
+        side out{r, x.peer, x.first_block, x.block_count, x.kind, {}};
+        for (int b = x.first_block; b < x.first_block + x.block_count; ++b) {
+          if (!state[r][b].valid)
+            return ::testing::AssertionFailure()
+                   << where(si, out) << " sends block " << b << " which holds no data";
+          out.data.push_back(state[r][b]);
+        }
+        sends.push_back(std::move(out));
+      }
+    }
+    // Match per ordered pair in listing order: a stable sort by (from, to)
+    // keeps each side's listing order within a pair.
+    auto by_pair = [](const side& a, const side& b) {
+      return a.from != b.from ? a.from < b.from : a.to < b.to;
+    };
+    std::stable_sort(sends.begin(), sends.end(), by_pair);
+    std::stable_sort(recvs.begin(), recvs.end(), by_pair);
+    for (std::size_t i = 0; i < std::max(sends.size(), recvs.size()); ++i) {
+      if (i >= sends.size())
+        return ::testing::AssertionFailure() << where(si, recvs[i]) << " has no matching send";
+      if (i >= recvs.size())
+        return ::testing::AssertionFailure() << where(si, sends[i]) << " has no matching receive";
+      const auto& a = sends[i];
+      const auto& b = recvs[i];
+      if (a.from != b.from || a.to != b.to || a.first != b.first || a.count != b.count)
+        return ::testing::AssertionFailure()
+               << where(si, a) << " is matched against " << where(si, b);
+    }
+    // Receives apply after every send of this step has read its blocks.
+    for (std::size_t i = 0; i < recvs.size(); ++i) {
+      const auto& in = recvs[i];
+      for (int k = 0; k < in.count; ++k) {
+        int b = in.first + k;
+        cell& local = state[in.to][b];
+        const cell& got = sends[i].data[k];
+        if (in.kind == xfer_kind::recv_copy) {
+          local = got;
+          continue;
+        }
+        if (mode == payload::data)
+          return ::testing::AssertionFailure() << where(si, in) << ": data movement reduces";
+        if (!local.valid)
+          return ::testing::AssertionFailure()
+                 << where(si, in) << " reduces into block " << b << " which holds no data";
+        if ((local.bits & got.bits) != 0)
+          return ::testing::AssertionFailure()
+                 << where(si, in) << " counts contributions 0x" << std::hex
+                 << (local.bits & got.bits) << " twice in block " << std::dec << b;
+        local.bits |= got.bits;
+      }
+    }
+    // No two receives of one step may write the same block of a rank: their
+    // order would be undefined.
+    for (int r = 0; r < world; ++r) {
+      std::fill(written.begin(), written.end(), 0);
+      for (const auto& x : progs[r].steps[s].xfers) {
+        if (x.kind == xfer_kind::send)
+          continue;
+        for (int b = x.first_block; b < x.first_block + x.block_count; ++b) {
+          if (written[b])
+            return ::testing::AssertionFailure() << "rank " << r << " step " << s
+                                                 << " receives block " << b << " twice";
+          written[b] = 1;
+        }
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// ---- running whole collectives ---------------------------------------------------
+
+using make_fn = std::function<program(int rank)>;
+// What a result block must hold: expected(rank, block).
+using expect_fn = std::function<contributions(int rank, int block)>;
+using result_fn = std::function<std::vector<int>(int rank)>;
+
+struct collective {
+  int world;
+  payload mode;
+  int steps;           // expected global step count
+  result_fn initial;   // documented initial_blocks
+  result_fn result;    // documented result_blocks
+  expect_fn expected;
+};
+
+::testing::AssertionResult run(const make_fn& make, const collective& c) {
+  std::vector<program> progs;
+  progs.reserve(c.world);
+  for (int r = 0; r < c.world; ++r) {
+    progs.push_back(make(r));
+    if (progs.back().initial_blocks != c.initial(r))
+      return ::testing::AssertionFailure() << "rank " << r << ": unexpected initial_blocks";
+    if (progs.back().result_blocks != c.result(r))
+      return ::testing::AssertionFailure() << "rank " << r << ": unexpected result_blocks";
+    if (static_cast<int>(progs.back().steps.size()) != c.steps)
+      return ::testing::AssertionFailure() << "rank " << r << ": " << describe(progs.back())
+                                           << ", expected " << c.steps << " steps";
+  }
+  world_state state;
+  auto ok = simulate(progs, c.mode, state);
+  if (!ok)
+    return ok;
+  for (int r = 0; r < c.world; ++r)
+    for (int b : progs[r].result_blocks) {
+      const cell& got = state[r][b];
+      contributions want = c.expected(r, b);
+      if (!got.valid || got.bits != want)
+        return ::testing::AssertionFailure()
+               << "rank " << r << " block " << b << " holds " << (got.valid ? "" : "nothing ")
+               << "0x" << std::hex << got.bits << ", expected 0x" << want;
+    }
+  return ::testing::AssertionSuccess();
+}
+
+result_fn all_of(int blocks) {
+  return [blocks](int) { return all_blocks(blocks); };
+}
+
+result_fn own_block() {
+  return [](int r) { return std::vector<int>{r}; };
+}
+
+result_fn at_root(int root, int blocks) {
+  return [root, blocks](int r) { return r == root ? all_blocks(blocks) : std::vector<int>{}; };
+}
+
+expect_fn fully_reduced(int world) {
+  return [world](int, int) { return everyone(world); };
+}
+
+// Extra steps of a non-power-of-two world: fold in, fold out.
+int fold_steps(int w) {
+  return is_pow2(w) ? 0 : 2;
+}
+
+} // namespace
+
+// ---- allreduce ---------------------------------------------------------------
+
+TEST(program, rd_allreduce_for_every_world) {
+  for (int w = 1; w <= max_world; ++w) {
+    int steps = log2_exact(floor_pow2(w)) + fold_steps(w);
+    collective c{w, payload::reduction, steps, all_of(1), all_of(1), fully_reduced(w)};
+    ASSERT_TRUE(run([w](int r) { return rd_allreduce(r, w); }, c)) << "w=" << w;
+  }
+}
+
+TEST(program, rabenseifner_allreduce_for_every_world) {
+  for (int w = 1; w <= max_world; ++w) {
+    int p = floor_pow2(w);
+    int steps = 2 * log2_exact(p) + fold_steps(w);
+    collective c{w, payload::reduction, steps, all_of(p), all_of(p), fully_reduced(w)};
+    ASSERT_TRUE(run([w](int r) { return rabenseifner_allreduce(r, w); }, c)) << "w=" << w;
+    // Halving and doubling move one contiguous range each way per step.
+    for (int r = 0; r < p; ++r) {
+      auto prog = rabenseifner_allreduce(r, w);
+      int first = fold_steps(w) / 2;
+      for (int s = first; s < first + 2 * log2_exact(p); ++s)
+        ASSERT_EQ(prog.steps[s].xfers.size(), 2u) << "w=" << w << " r=" << r << " s=" << s;
+    }
+  }
+}
+
+// ---- allgather -------------------------------------------------------------------
+
+namespace {
+
+collective allgather(int w, int steps) {
+  return {w, payload::data, steps, own_block(), all_of(w),
+          [](int, int b) { return only(b); }};
+}
+
+} // namespace
+
+TEST(program, ring_allgather_for_every_world) {
+  for (int w = 1; w <= max_world; ++w) {
+    ASSERT_TRUE(run([w](int r) { return ring_allgather(r, w); }, allgather(w, w - 1)))
+      << "w=" << w;
+    // The documented block schedule.
+    for (int r = 0; r < w; ++r) {
+      auto prog = ring_allgather(r, w);
+      for (int s = 0; s < w - 1; ++s) {
+        const auto& xs = prog.steps[s].xfers;
+        ASSERT_EQ(xs.size(), 2u);
+        EXPECT_EQ(xs[0].kind, xfer_kind::send);
+        EXPECT_EQ(xs[0].peer, (r + 1) % w);
+        EXPECT_EQ(xs[0].first_block, ((r - s) % w + w) % w);
+        EXPECT_EQ(xs[1].kind, xfer_kind::recv_copy);
+        EXPECT_EQ(xs[1].peer, (r + w - 1) % w);
+        EXPECT_EQ(xs[1].first_block, ((r - s - 1) % w + w) % w);
+      }
+    }
+  }
+}
+
+TEST(program, rd_allgather_for_every_world) {
+  for (int w = 1; w <= max_world; ++w) {
+    int steps = log2_exact(floor_pow2(w)) + fold_steps(w);
+    ASSERT_LE(steps, ceil_log2(w) + 2);
+    ASSERT_TRUE(run([w](int r) { return rd_allgather(r, w); }, allgather(w, steps)))
+      << "w=" << w;
+    // A core rank's holdings are its group's blocks plus their extras' ones:
+    // at most two ranges each way.
+    for (int r = 0; r < w; ++r) {
+      auto prog = rd_allgather(r, w);
+      for (const auto& st : prog.steps)
+        ASSERT_LE(st.xfers.size(), 4u) << "w=" << w << " r=" << r;
+    }
+  }
+}
+
+// ---- reduce-scatter -------------------------------------------------------------
+
+TEST(program, ring_reduce_scatter_for_every_world) {
+  for (int w = 1; w <= max_world; ++w) {
+    collective c{w, payload::reduction, w - 1, all_of(w), own_block(), fully_reduced(w)};
+    ASSERT_TRUE(run([w](int r) { return ring_reduce_scatter(r, w); }, c)) << "w=" << w;
+  }
+}
+
+TEST(program, rd_reduce_scatter_for_every_world) {
+  for (int w = 1; w <= max_world; ++w) {
+    int steps = log2_exact(floor_pow2(w)) + fold_steps(w);
+    collective c{w, payload::reduction, steps, all_of(w), own_block(), fully_reduced(w)};
+    ASSERT_TRUE(run([w](int r) { return rd_reduce_scatter(r, w); }, c)) << "w=" << w;
+    // The whole vector travels as one transfer.
+    for (int r = 0; r < w; ++r)
+      for (const auto& st : rd_reduce_scatter(r, w).steps)
+        for (const auto& x : st.xfers)
+          ASSERT_EQ(x.block_count, w);
+  }
+}
+
+// ---- broadcast / reduce -----------------------------------------------------------
+
+TEST(program, scatter_allgather_broadcast_for_every_world_and_root) {
+  for (int w = 1; w <= max_world; ++w)
+    for (int root = 0; root < w; ++root) {
+      collective c{w,
+                   payload::data,
+                   ceil_log2(w) + w - 1,
+                   at_root(root, w),
+                   all_of(w),
+                   [root](int, int) { return only(root); }};
+      ASSERT_TRUE(run([w, root](int r) { return scatter_allgather_broadcast(r, w, root); }, c))
+        << "w=" << w << " root=" << root;
+      // The scatter hands each rank exactly its subtree: a contiguous range
+      // of root-relative ranks is at most two block ranges.
+      for (int r = 0; r < w; ++r) {
+        auto prog = scatter_allgather_broadcast(r, w, root);
+        for (int s = 0; s < ceil_log2(w); ++s) {
+          int recv = 0;
+          for (const auto& x : prog.steps[s].xfers)
+            recv += x.kind != xfer_kind::send;
+          ASSERT_LE(recv, 2) << "w=" << w << " root=" << root << " r=" << r;
+        }
+      }
+    }
+}
+
+TEST(program, tree_reduce_for_every_world_and_root) {
+  for (int w = 1; w <= max_world; ++w)
+    for (int root = 0; root < w; ++root) {
+      collective c{w,
+                   payload::reduction,
+                   ceil_log2(w),
+                   all_of(1),
+                   at_root(root, 1),
+                   fully_reduced(w)};
+      ASSERT_TRUE(run([w, root](int r) { return tree_reduce(r, w, root); }, c))
+        << "w=" << w << " root=" << root;
+    }
+}
+
+TEST(program, ring_reduce_for_every_world_and_root) {
+  for (int w = 1; w <= max_world; ++w)
+    for (int root = 0; root < w; ++root) {
+      collective c{w,
+                   payload::reduction,
+                   w == 1 ? 0 : w,
+                   all_of(w),
+                   at_root(root, w),
+                   fully_reduced(w)};
+      ASSERT_TRUE(run([w, root](int r) { return ring_reduce(r, w, root); }, c))
+        << "w=" << w << " root=" << root;
+      // The root receives the reduced blocks in rank order.
+      if (w > 1) {
+        program at = ring_reduce(root, w, root);
+        const auto& last = at.steps.back().xfers;
+        ASSERT_EQ(last.size(), static_cast<std::size_t>(w - 1));
+        for (std::size_t i = 1; i < last.size(); ++i)
+          ASSERT_LT(last[i - 1].peer, last[i].peer);
+      }
+    }
+}
+
+// ---- the simulator itself rejects broken programs ---------------------------------
+
+namespace {
+
+program hand_written(std::vector<std::vector<xfer>> steps, int blocks = 1) {
+  program p;
+  p.blocks = blocks;
+  p.initial_blocks = all_blocks(blocks);
+  p.result_blocks = all_blocks(blocks);
+  for (auto& xs : steps)
+    p.steps.push_back({std::move(xs)});
+  return p;
+}
+
+} // namespace
+
+TEST(program, simulator_rejects_broken_programs) {
+  world_state state;
+  auto S = xfer_kind::send;
+  auto C = xfer_kind::recv_copy;
+  auto R = xfer_kind::recv_reduce;
+  // A correct exchange passes.
+  EXPECT_TRUE(simulate({hand_written({{{S, 1, 0, 1}, {R, 1, 0, 1}}}),
+                        hand_written({{{S, 0, 0, 1}, {R, 0, 0, 1}}})},
+                       payload::reduction, state));
+  // Reducing the same contribution twice.
+  EXPECT_FALSE(simulate({hand_written({{{S, 1, 0, 1}}, {{R, 1, 0, 1}}}),
+                         hand_written({{{R, 0, 0, 1}}, {{S, 0, 0, 1}}})},
+                        payload::reduction, state));
+  // Receive at the wrong step.
+  EXPECT_FALSE(simulate({hand_written({{{S, 1, 0, 1}}, {}}), hand_written({{}, {{C, 0, 0, 1}}})},
+                        payload::reduction, state));
+  // Mismatched block range.
+  EXPECT_FALSE(simulate({hand_written({{{S, 1, 0, 1}}}, 2), hand_written({{{C, 0, 1, 1}}}, 2)},
+                        payload::reduction, state));
+  // Unmerged adjacent ranges.
+  EXPECT_FALSE(simulate({hand_written({{{S, 1, 0, 1}, {S, 1, 1, 1}}}, 2),
+                         hand_written({{{C, 0, 0, 1}, {C, 0, 1, 1}}}, 2)},
+                        payload::reduction, state));
+  // Sending a block that holds nothing.
+  program empty = hand_written({{{S, 1, 0, 1}}});
+  empty.initial_blocks.clear();
+  EXPECT_FALSE(simulate({empty, hand_written({{{C, 0, 0, 1}}})}, payload::reduction, state));
+  // Self transfer.
+  EXPECT_FALSE(simulate({hand_written({{{S, 0, 0, 1}, {C, 0, 0, 1}}}), hand_written({{}})},
+                        payload::reduction, state));
+  // Reduction in a data-movement program.
+  EXPECT_FALSE(simulate({hand_written({{{S, 1, 0, 1}}}), hand_written({{{R, 0, 0, 1}}})},
+                        payload::data, state));
+}
+
+// ---- arguments, describe, validate ---------------------------------------------------
+
+TEST(program, bad_arguments_throw) {
+  using unrooted = program (*)(int, int);
+  using rooted = program (*)(int, int, int);
+  auto is_invalid_argument = [](auto&& call, const char* fn) {
+    try {
+      call();
+    } catch (const mccl::error& e) {
+      EXPECT_EQ(e.code(), mccl::errc::invalid_argument);
+      EXPECT_NE(e.message().find(fn), std::string::npos) << e.message();
+      return;
+    }
+    ADD_FAILURE() << fn << " did not throw";
+  };
+  struct named_unrooted {
+    unrooted f;
+    const char* name;
+  };
+  for (auto [f, name] : {named_unrooted{rd_allreduce, "rd_allreduce"},
+                         named_unrooted{rabenseifner_allreduce, "rabenseifner_allreduce"},
+                         named_unrooted{ring_allgather, "ring_allgather"},
+                         named_unrooted{rd_allgather, "rd_allgather"},
+                         named_unrooted{ring_reduce_scatter, "ring_reduce_scatter"},
+                         named_unrooted{rd_reduce_scatter, "rd_reduce_scatter"}}) {
+    is_invalid_argument([f = f] { f(0, 0); }, name);
+    is_invalid_argument([f = f] { f(0, -3); }, name);
+    is_invalid_argument([f = f] { f(-1, 4); }, name);
+    is_invalid_argument([f = f] { f(4, 4); }, name);
+  }
+  struct named_rooted {
+    rooted f;
+    const char* name;
+  };
+  for (auto [f, name] : {named_rooted{scatter_allgather_broadcast, "scatter_allgather_broadcast"},
+                         named_rooted{tree_reduce, "tree_reduce"},
+                         named_rooted{ring_reduce, "ring_reduce"}}) {
+    is_invalid_argument([f = f] { f(0, 0, 0); }, name);
+    is_invalid_argument([f = f] { f(-1, 4, 0); }, name);
+    is_invalid_argument([f = f] { f(4, 4, 0); }, name);
+    is_invalid_argument([f = f] { f(0, 4, -1); }, name);
+    is_invalid_argument([f = f] { f(0, 4, 4); }, name);
+  }
+}
+
+TEST(program, world_of_one_has_no_steps) {
+  for (auto p : {rd_allreduce(0, 1), rabenseifner_allreduce(0, 1), ring_allgather(0, 1),
+                 rd_allgather(0, 1), ring_reduce_scatter(0, 1), rd_reduce_scatter(0, 1),
+                 scatter_allgather_broadcast(0, 1, 0), tree_reduce(0, 1, 0), ring_reduce(0, 1, 0)}) {
+    EXPECT_TRUE(p.steps.empty());
+    EXPECT_EQ(p.blocks, 1);
+    EXPECT_EQ(p.initial_blocks, std::vector<int>{0});
+    EXPECT_EQ(p.result_blocks, std::vector<int>{0});
+  }
+}
+
+TEST(program, describe_counts_steps_blocks_and_transfers) {
+  EXPECT_EQ(describe(program{}), "0 steps, 1 blocks, 0 transfers");
+  // World 6 folds onto 4: rank 0 reduces rank 4's vector, exchanges twice,
+  // returns the result: 4 steps, 1 + 2 * 2 + 1 transfers.
+  EXPECT_EQ(describe(rd_allreduce(0, 6)), "4 steps, 1 blocks, 6 transfers");
+}
+
+TEST(program, validate_rejects_what_one_rank_can_see) {
+  program ok = rd_allreduce(1, 4);
+  EXPECT_NO_THROW(validate(ok, 1, 4));
+  EXPECT_THROW(validate(ok, 4, 4), mccl::error);
+  EXPECT_THROW(validate(ok, 0, 0), mccl::error);
+  auto bad = ok;
+  bad.steps[0].xfers[0].peer = 1; // itself
+  EXPECT_THROW(validate(bad, 1, 4), mccl::error);
+  bad = ok;
+  bad.steps[0].xfers[0].peer = 9;
+  EXPECT_THROW(validate(bad, 1, 4), mccl::error);
+  bad = ok;
+  bad.steps[0].xfers[0].block_count = 2; // past the end
+  EXPECT_THROW(validate(bad, 1, 4), mccl::error);
+  bad = ok;
+  bad.steps[0].xfers[0].block_count = 0;
+  EXPECT_THROW(validate(bad, 1, 4), mccl::error);
+  bad = ok;
+  bad.result_blocks = {1};
+  EXPECT_THROW(validate(bad, 1, 4), mccl::error);
+  bad = ok;
+  bad.blocks = 0;
+  EXPECT_THROW(validate(bad, 1, 4), mccl::error);
+}
