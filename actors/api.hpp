@@ -4,6 +4,8 @@
 ///   mccl::runtime rt;                                   // owns a CAF actor system
 ///   auto comm = rt.communicator_from_env();            // RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
 ///   comm.allreduce(data.data(), data.size(), mccl::redop::sum).wait();
+///   comm.allgather(mine.data(), all.data(), mine.size(), mccl::dtype::float32).wait();
+///   auto half = comm.split(comm.rank() % 2, comm.rank());  // sub-communicators
 ///   comm.finalize();
 ///
 /// Contract (as with NCCL and Gloo): all ranks of a communicator issue the
@@ -12,6 +14,7 @@
 /// done. Every op is bounded by MCCL_TIMEOUT_MS.
 
 #include "actors/work.hpp"
+#include "collectives/registry.hpp"
 #include "config/config.hpp"
 #include "config/error.hpp"
 #include "reducers/reduce.hpp"
@@ -21,12 +24,19 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace caf {
 class actor_system;
 }
 
 namespace mccl {
+
+/// Makes `name` invocable as communicator::custom(name, ...) on every
+/// communicator: `factory` builds the collective's state machine (see
+/// collectives/collective.hpp and the README's "Writing a collective").
+/// mccl's own algorithms are registered through the same registry.
+void register_collective(const std::string& name, algorithm_factory factory);
 
 /// The dtype of a C++ element type (float -> float32, int64_t -> int64, ...).
 template <class T>
@@ -62,6 +72,9 @@ struct comm_options {
 comm_options comm_options_from_env();
 
 class runtime;
+namespace detail {
+struct communicator_factory;
+}
 
 /// A group of ranks that run collectives together. A cheap, copyable handle;
 /// the communicator is finalized when finalize() is called or the last
@@ -74,25 +87,103 @@ public:
   int size() const;
   const config& settings() const;
 
-  /// In place: data = reduce over ranks of data.
-  work allreduce(void* data, std::size_t count, dtype type, redop op = redop::sum);
-  /// Out of place: recv = reduce over ranks of send (recv may equal send).
+  // ---- collectives -----------------------------------------------------
+  // All ranks call each collective in the same order with matching
+  // arguments. `count` is per rank where an op moves one block per rank
+  // (NCCL's convention). Out-of-place forms take send and recv; the
+  // in-place form is the same call with the buffers aliased as noted.
+
+  /// recv = reduce over ranks of send; in place when send == recv.
   work allreduce(const void* send, void* recv, std::size_t count, dtype type,
                  redop op = redop::sum);
+  work allreduce(void* data, std::size_t count, dtype type, redop op = redop::sum) {
+    return allreduce(data, data, count, type, op);
+  }
   template <class T>
   work allreduce(T* data, std::size_t count, redop op = redop::sum) {
     return allreduce(data, count, dtype_of<T>(), op);
   }
 
-  /// data on every rank = data on `root`.
-  work broadcast(void* data, std::size_t count, dtype type, int root);
+  /// recv on every rank = send on `root` (send is read on the root only;
+  /// in place when send == recv or send is null).
+  work broadcast(const void* send, void* recv, std::size_t count, dtype type, int root);
+  work broadcast(void* data, std::size_t count, dtype type, int root) {
+    return broadcast(data, data, count, type, root);
+  }
   template <class T>
   work broadcast(T* data, std::size_t count, int root) {
     return broadcast(data, count, dtype_of<T>(), root);
   }
 
+  /// recv on `root` = reduce over ranks of send (recv is ignored elsewhere
+  /// and may be null); in place when send == recv.
+  work reduce(const void* send, void* recv, std::size_t count, dtype type, redop op, int root);
+
+  /// recv (count * size elements) = every rank's send (count each), in
+  /// rank order. In place when send == recv + rank * count elements.
+  work allgather(const void* send, void* recv, std::size_t count, dtype type);
+  /// Per-rank counts (the same vector on every rank); blocks are contiguous
+  /// in rank order. In place when send points at this rank's block of recv.
+  work allgatherv(const void* send, void* recv, const std::vector<std::size_t>& counts, dtype type);
+
+  /// recv (count elements) = this rank's block of the reduction of every
+  /// rank's send (count * size elements). In place when recv == send +
+  /// rank * count elements.
+  work reduce_scatter(const void* send, void* recv, std::size_t count, dtype type,
+                      redop op = redop::sum);
+  /// Per-rank result counts (the same vector on every rank).
+  work reduce_scatterv(const void* send, void* recv, const std::vector<std::size_t>& counts,
+                       dtype type, redop op = redop::sum);
+
+  /// recv on `root` (count * size elements) = every rank's send, in rank order.
+  work gather(const void* send, void* recv, std::size_t count, dtype type, int root);
+  /// recv (count) on every rank = its block of send (count * size) on `root`.
+  work scatter(const void* send, void* recv, std::size_t count, dtype type, int root);
+
+  /// Block j of send (count elements) goes to rank j; block i of recv comes
+  /// from rank i. In place when send == recv.
+  work alltoall(const void* send, void* recv, std::size_t count, dtype type);
+  /// send_counts[j] elements go to rank j, recv_counts[i] come from rank i
+  /// (each must equal what rank i sends us); blocks contiguous in rank order.
+  work alltoallv(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
+                 const std::vector<std::size_t>& recv_counts, dtype type);
+
   /// Completes on a rank only after every rank has entered the barrier.
   work barrier();
+
+  /// A collective registered with register_collective(), by name. The
+  /// arguments mean what that collective documents.
+  work custom(const std::string& name, const void* send, void* recv, std::size_t count, dtype type,
+              redop op = redop::sum, int root = 0);
+
+  // ---- point to point ---------------------------------------------------
+  // Between any two ranks, tagged. Sends and receives may be posted in any
+  // order and any number may be outstanding; messages from one rank with
+  // one tag are received in the order they were sent. A receive whose size
+  // differs from the message's fails, naming both sizes.
+
+  work send(const void* data, std::size_t count, dtype type, int peer, uint32_t tag = 0);
+  work recv(void* data, std::size_t count, dtype type, int peer, uint32_t tag = 0);
+  template <class T>
+  work send(const T* data, std::size_t count, int peer, uint32_t tag = 0) {
+    return send(data, count, dtype_of<T>(), peer, tag);
+  }
+  template <class T>
+  work recv(T* data, std::size_t count, int peer, uint32_t tag = 0) {
+    return recv(data, count, dtype_of<T>(), peer, tag);
+  }
+
+  // ---- groups -----------------------------------------------------------
+
+  /// A collective over this communicator: ranks passing the same `color`
+  /// form a new communicator, ordered by `key` (ties by rank). A negative
+  /// color joins none and gets an empty handle (valid() is false). The new
+  /// communicator has its own links and sequence numbers.
+  communicator split(int color, int key);
+
+  /// False for an empty handle (a default-constructed one, or split with a
+  /// negative color).
+  bool valid() const noexcept { return static_cast<bool>(impl_); }
 
   /// Aborts the communicator on every rank: in-flight and later ops fail
   /// with an error naming this rank and `reason`.
@@ -106,6 +197,7 @@ public:
 
 private:
   friend class runtime;
+  friend struct detail::communicator_factory;
   explicit communicator(std::shared_ptr<impl> p) : impl_(std::move(p)) {}
   impl& checked() const;
   std::shared_ptr<impl> impl_;

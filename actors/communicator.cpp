@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 
 #include <cstdlib>
+#include <algorithm>
 #include <random>
 
 namespace mccl {
@@ -20,13 +21,17 @@ namespace mccl {
 struct communicator::impl {
   std::shared_ptr<runtime::impl> rt;
   config cfg;
+  config_overrides overrides; ///< the explicit settings, inherited by split()
   int rank = 0;
   int world = 1;
   uint32_t comm_id = 0;
+  std::string master_addr;
+  store_ptr rendezvous; ///< kept for split(): sub-communicators meet here
   std::unique_ptr<tcp_store_server> store_server;
   caf::actor progress;
   std::mutex finalize_mutex;
   std::atomic<bool> finalized{false};
+  std::atomic<uint64_t> splits{0};
 
   ~impl() { finalize(); }
 
@@ -47,32 +52,121 @@ struct communicator::impl {
     store_server.reset();
   }
 
-  work submit(op_kind kind, const void* send, void* recv, std::size_t count, dtype type, redop op,
-              int root) {
+  [[noreturn]] void reject(const op_request& op, errc code, const std::string& why) const {
+    auto what = describe(op);
+    throw error(code, what + " on rank " + std::to_string(rank) + ": " + why);
+  }
+
+  void need(const op_request& op, const void* p, std::size_t elems, const char* which) const {
+    if (elems > 0 && !p)
+      reject(op, errc::invalid_argument, std::string("null ") + which + " buffer for "
+                                           + std::to_string(elems) + " elements");
+  }
+
+  void check_rank_arg(const op_request& op, int r, const char* what) const {
+    if (r < 0 || r >= world)
+      reject(op, errc::invalid_argument, std::string(what) + " " + std::to_string(r)
+                                           + " is outside the communicator of " + std::to_string(world)
+                                           + " ranks");
+  }
+
+  void check_counts(const op_request& op, const std::vector<std::size_t>& v, const char* what) const {
+    if (v.size() != static_cast<std::size_t>(world))
+      reject(op, errc::invalid_argument, std::string(what) + " has " + std::to_string(v.size())
+                                           + " entries; it needs one per rank ("
+                                           + std::to_string(world) + ")");
+  }
+
+  /// Checks what can be checked on this rank alone, then hands the op to
+  /// the progress actor. Throws mccl::error naming the op and the problem.
+  work submit(std::shared_ptr<op_request> req) {
+    auto& op = *req;
     if (finalized.load())
-      throw error(errc::finalized, std::string(to_string(kind)) + " on rank "
-                                     + std::to_string(rank) + ": the communicator was finalized");
-    if (count > 0 && (!send || !recv))
-      throw error(errc::invalid_argument, std::string(to_string(kind)) + " on rank "
-                                            + std::to_string(rank) + ": null buffer for "
-                                            + std::to_string(count) + " elements");
-    if (kind == op_kind::allreduce) {
-      auto why = check_reduction(op, type);
+      reject(op, errc::finalized, "the communicator was finalized");
+    if (dtype_size(op.type) == 0)
+      reject(op, errc::invalid_argument, "unknown dtype " + std::to_string(static_cast<int>(op.type)));
+    if (is_reduction(op.kind)) {
+      auto why = check_reduction(op.op, op.type);
       if (!why.empty())
-        throw error(errc::unsupported, "allreduce on rank " + std::to_string(rank) + ": " + why);
+        reject(op, errc::unsupported, why);
     }
-    if (kind == op_kind::broadcast && (root < 0 || root >= world))
-      throw error(errc::invalid_argument, "broadcast on rank " + std::to_string(rank) + ": root "
-                                            + std::to_string(root) + " is outside the world of "
-                                            + std::to_string(world) + " ranks");
-    auto req = std::make_shared<op_request>();
-    req->kind = kind;
-    req->send = send;
-    req->recv = recv;
-    req->count = count;
-    req->type = type;
-    req->op = op;
-    req->root = root;
+    if (is_rooted(op.kind))
+      check_rank_arg(op, op.root, "root");
+    bool root = op.root == rank;
+    switch (op.kind) {
+      case op_kind::allreduce:
+        need(op, op.send, op.count, "send");
+        need(op, op.recv, op.count, "recv");
+        break;
+      case op_kind::broadcast:
+        if (root && !op.send)
+          op.send = op.recv;
+        need(op, op.recv, op.count, "recv");
+        break;
+      case op_kind::reduce:
+        need(op, op.send, op.count, "send");
+        if (root)
+          need(op, op.recv, op.count, "recv");
+        break;
+      case op_kind::allgather:
+      case op_kind::reduce_scatter:
+        if (op.is_v())
+          check_counts(op, op.counts, "counts");
+        need(op, op.send, op.kind == op_kind::allgather ? op.count_of(rank) : op.total_count(world), "send");
+        need(op, op.recv, op.kind == op_kind::allgather ? op.total_count(world) : op.count_of(rank), "recv");
+        break;
+      case op_kind::gather:
+        need(op, op.send, op.count, "send");
+        if (root)
+          need(op, op.recv, op.count * world, "recv");
+        break;
+      case op_kind::scatter:
+        if (root)
+          need(op, op.send, op.count * world, "send");
+        need(op, op.recv, op.count, "recv");
+        break;
+      case op_kind::alltoall:
+        if (op.is_v()) {
+          check_counts(op, op.counts, "send_counts");
+          check_counts(op, op.recv_counts, "recv_counts");
+          if (op.counts[rank] != op.recv_counts[rank])
+            reject(op, errc::invalid_argument,
+                   "send_counts[" + std::to_string(rank) + "] = " + std::to_string(op.counts[rank])
+                     + " differs from recv_counts[" + std::to_string(rank)
+                     + "] = " + std::to_string(op.recv_counts[rank]) + " (the block a rank keeps)");
+          std::size_t rtotal = 0;
+          for (auto c : op.recv_counts)
+            rtotal += c;
+          need(op, op.send, op.total_count(world), "send");
+          need(op, op.recv, rtotal, "recv");
+        } else {
+          need(op, op.send, op.count * world, "send");
+          need(op, op.recv, op.count * world, "recv");
+        }
+        break;
+      case op_kind::send:
+      case op_kind::recv:
+        check_rank_arg(op, op.root, "peer");
+        if (op.root == rank)
+          reject(op, errc::invalid_argument, "the peer is this rank itself (copy the buffer instead)");
+        need(op, op.kind == op_kind::send ? op.send : op.recv, op.count,
+             op.kind == op_kind::send ? "send" : "recv");
+        break;
+      case op_kind::custom:
+        if (!find_algorithm(op_kind::custom, op.name)) {
+          std::string known;
+          for (const auto& n : algorithm_names(op_kind::custom))
+            known += (known.empty() ? "" : ", ") + n;
+          reject(op, errc::invalid_argument, "no collective named \"" + op.name + "\" is registered"
+                                               + (known.empty() ? std::string(" (none are)")
+                                                                : " (registered: " + known + ")"));
+        }
+        if (is_rooted(op.kind))
+          check_rank_arg(op, op.root, "root");
+        break;
+      case op_kind::barrier:
+        break;
+    }
     req->work = std::make_shared<work_state>(cfg.timeout);
     work w(req->work);
     caf::anon_send(progress, actors::submit_atom::value, std::move(req));
@@ -154,10 +248,27 @@ comm_options comm_options_from_env() {
   return o;
 }
 
-communicator runtime::create_communicator(const comm_options& o) {
+void register_collective(const std::string& name, algorithm_factory factory) {
+  if (name.empty())
+    throw error(errc::invalid_argument, "register_collective: the name is empty");
+  if (!factory)
+    throw error(errc::invalid_argument, "register_collective(\"" + name + "\"): no factory");
+  register_algorithm(op_kind::custom, name, std::move(factory));
+}
+
+namespace detail {
+
+struct communicator_factory {
+  static communicator make(std::shared_ptr<communicator::impl> p) { return communicator(std::move(p)); }
+};
+
+communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const comm_options& o,
+                               bool sub_communicator) {
   auto p = std::make_shared<communicator::impl>();
-  p->rt = impl_;
-  p->cfg = resolve_config(merged(impl_->overrides, o.overrides));
+  p->rt = rt;
+  p->overrides = o.overrides;
+  p->master_addr = o.master_addr;
+  p->cfg = resolve_config(merged(rt->overrides, o.overrides));
   p->rank = o.rank;
   p->world = o.world_size;
   p->comm_id = o.comm_id;
@@ -166,8 +277,10 @@ communicator runtime::create_communicator(const comm_options& o) {
     throw error(errc::invalid_argument, "rank " + std::to_string(o.rank) + " of world size "
                                           + std::to_string(o.world_size)
                                           + ": need 0 <= rank < world size");
-  log::set_rank(o.rank);
+  if (!sub_communicator) // log lines carry the rank in the world communicator
+    log::set_rank(o.rank);
   log::set_level(cfg.log_level);
+  validate_algo_spec(cfg);
   MCCL_LOG(info, "mccl " << MCCL_VERSION_STRING << " rank " << o.rank << " of " << o.world_size
                          << ", communicator " << o.comm_id << ", resolved configuration:\n"
                          << describe(cfg));
@@ -182,7 +295,7 @@ communicator runtime::create_communicator(const comm_options& o) {
   pi.world = o.world_size;
   pi.comm_id = o.comm_id;
   pi.cfg = cfg;
-  pi.watchdog = impl_->watchdog;
+  pi.watchdog = rt->watchdog;
   std::vector<transport::connection_ptr> conns;
 
   if (o.world_size > 1) {
@@ -202,7 +315,7 @@ communicator runtime::create_communicator(const comm_options& o) {
       if (o.rank == 0) {
         auto addr = transport::resolve_host(o.master_addr, "MASTER_ADDR");
         p->store_server = std::make_unique<tcp_store_server>(
-          impl_->reactor->io(), boost::asio::ip::tcp::endpoint(addr, static_cast<unsigned short>(o.master_port)));
+          rt->reactor->io(), boost::asio::ip::tcp::endpoint(addr, static_cast<unsigned short>(o.master_port)));
       }
       rendezvous = std::make_shared<tcp_store_client>(o.master_addr,
                                                       static_cast<unsigned short>(o.master_port),
@@ -235,11 +348,13 @@ communicator runtime::create_communicator(const comm_options& o) {
     mo.socket_buffer_bytes = cfg.socket_buffer_bytes;
     mo.rendezvous = rendezvous.get();
     mo.key_prefix = prefix;
-    conns = transport::build_tcp_mesh(impl_->reactor->io(), mo);
+    conns = transport::build_tcp_mesh(rt->reactor->io(), mo);
     MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s)");
+    p->rendezvous = rendezvous;
   }
+  MCCL_LOG(info, "communicator " << o.comm_id << ": " << describe_selection(o.world_size, cfg));
 
-  auto& sys = *impl_->system;
+  auto& sys = *rt->system;
   p->progress = sys.spawn<actors::progress_actor>(pi);
   std::vector<caf::actor> links(static_cast<std::size_t>(o.world_size));
   for (int peer = 0; peer < o.world_size; ++peer) {
@@ -250,7 +365,7 @@ communicator runtime::create_communicator(const comm_options& o) {
       li.comm_id = o.comm_id;
       li.conn = conns[peer];
       li.progress = p->progress;
-      li.pool = &impl_->pool;
+      li.pool = &rt->pool;
       li.crc = cfg.transport_crc;
       li.spin = cfg.spin;
       li.heartbeat = cfg.heartbeat;
@@ -265,10 +380,16 @@ communicator runtime::create_communicator(const comm_options& o) {
   // links before the first op arrives (mailboxes keep per-sender order).
   caf::anon_send(p->progress, std::move(links));
   {
-    std::lock_guard<std::mutex> guard{impl_->comms_mutex};
-    impl_->comms.push_back(p);
+    std::lock_guard<std::mutex> guard{rt->comms_mutex};
+    rt->comms.push_back(p);
   }
-  return communicator(p);
+  return communicator_factory::make(p);
+}
+
+} // namespace detail
+
+communicator runtime::create_communicator(const comm_options& o) {
+  return detail::make_communicator(impl_, o, false);
 }
 
 communicator::impl& communicator::checked() const {
@@ -281,20 +402,139 @@ int communicator::rank() const { return checked().rank; }
 int communicator::size() const { return checked().world; }
 const config& communicator::settings() const { return checked().cfg; }
 
-work communicator::allreduce(void* data, std::size_t count, dtype type, redop op) {
-  return checked().submit(op_kind::allreduce, data, data, count, type, op, 0);
+namespace {
+
+std::shared_ptr<op_request> request(op_kind kind, const void* send, void* recv, std::size_t count,
+                                    dtype type, redop op = redop::sum, int root = 0) {
+  auto r = std::make_shared<op_request>();
+  r->kind = kind;
+  r->send = send;
+  r->recv = recv;
+  r->count = count;
+  r->type = type;
+  r->op = op;
+  r->root = root;
+  return r;
 }
+
+} // namespace
 
 work communicator::allreduce(const void* send, void* recv, std::size_t count, dtype type, redop op) {
-  return checked().submit(op_kind::allreduce, send, recv, count, type, op, 0);
+  return checked().submit(request(op_kind::allreduce, send, recv, count, type, op));
 }
 
-work communicator::broadcast(void* data, std::size_t count, dtype type, int root) {
-  return checked().submit(op_kind::broadcast, data, data, count, type, redop::sum, root);
+work communicator::broadcast(const void* send, void* recv, std::size_t count, dtype type, int root) {
+  return checked().submit(request(op_kind::broadcast, send, recv, count, type, redop::sum, root));
+}
+
+work communicator::reduce(const void* send, void* recv, std::size_t count, dtype type, redop op,
+                          int root) {
+  return checked().submit(request(op_kind::reduce, send, recv, count, type, op, root));
+}
+
+work communicator::allgather(const void* send, void* recv, std::size_t count, dtype type) {
+  return checked().submit(request(op_kind::allgather, send, recv, count, type));
+}
+
+work communicator::allgatherv(const void* send, void* recv, const std::vector<std::size_t>& counts,
+                              dtype type) {
+  auto r = request(op_kind::allgather, send, recv, 0, type);
+  r->counts = counts;
+  return checked().submit(std::move(r));
+}
+
+work communicator::reduce_scatter(const void* send, void* recv, std::size_t count, dtype type,
+                                  redop op) {
+  return checked().submit(request(op_kind::reduce_scatter, send, recv, count, type, op));
+}
+
+work communicator::reduce_scatterv(const void* send, void* recv,
+                                   const std::vector<std::size_t>& counts, dtype type, redop op) {
+  auto r = request(op_kind::reduce_scatter, send, recv, 0, type, op);
+  r->counts = counts;
+  return checked().submit(std::move(r));
+}
+
+work communicator::gather(const void* send, void* recv, std::size_t count, dtype type, int root) {
+  return checked().submit(request(op_kind::gather, send, recv, count, type, redop::sum, root));
+}
+
+work communicator::scatter(const void* send, void* recv, std::size_t count, dtype type, int root) {
+  return checked().submit(request(op_kind::scatter, send, recv, count, type, redop::sum, root));
+}
+
+work communicator::alltoall(const void* send, void* recv, std::size_t count, dtype type) {
+  return checked().submit(request(op_kind::alltoall, send, recv, count, type));
+}
+
+work communicator::alltoallv(const void* send, const std::vector<std::size_t>& send_counts,
+                             void* recv, const std::vector<std::size_t>& recv_counts, dtype type) {
+  auto r = request(op_kind::alltoall, send, recv, 0, type);
+  r->counts = send_counts;
+  r->recv_counts = recv_counts;
+  return checked().submit(std::move(r));
 }
 
 work communicator::barrier() {
-  return checked().submit(op_kind::barrier, nullptr, nullptr, 0, dtype::uint8, redop::sum, 0);
+  return checked().submit(request(op_kind::barrier, nullptr, nullptr, 0, dtype::uint8));
+}
+
+work communicator::custom(const std::string& name, const void* send, void* recv, std::size_t count,
+                          dtype type, redop op, int root) {
+  auto r = request(op_kind::custom, send, recv, count, type, op, root);
+  r->name = name;
+  return checked().submit(std::move(r));
+}
+
+work communicator::send(const void* data, std::size_t count, dtype type, int peer, uint32_t tag) {
+  auto r = request(op_kind::send, data, nullptr, count, type, redop::sum, peer);
+  r->tag = tag;
+  return checked().submit(std::move(r));
+}
+
+work communicator::recv(void* data, std::size_t count, dtype type, int peer, uint32_t tag) {
+  auto r = request(op_kind::recv, nullptr, data, count, type, redop::sum, peer);
+  r->tag = tag;
+  return checked().submit(std::move(r));
+}
+
+communicator communicator::split(int color, int key) {
+  auto& p = checked();
+  // Everyone learns everyone's (color, key) through this communicator.
+  std::vector<int64_t> mine{color, key};
+  std::vector<int64_t> all(2 * static_cast<std::size_t>(p.world));
+  allgather(mine.data(), all.data(), 2, dtype::int64).wait();
+  auto index = p.splits.fetch_add(1);
+  if (color < 0)
+    return communicator{};
+  std::vector<std::pair<int64_t, int>> members; // (key, rank)
+  for (int r = 0; r < p.world; ++r)
+    if (all[2 * r] == color)
+      members.emplace_back(all[2 * r + 1], r);
+  std::sort(members.begin(), members.end());
+  comm_options o;
+  o.world_size = static_cast<int>(members.size());
+  for (int i = 0; i < o.world_size; ++i)
+    if (members[i].second == p.rank)
+      o.rank = i;
+  // Every member derives the same id from (parent, how many splits before
+  // this one, color); frames and store keys of the new group carry it.
+  uint64_t h = 1469598103934665603ull;
+  for (uint64_t v : {uint64_t{p.comm_id}, index, static_cast<uint64_t>(color)})
+    for (int b = 0; b < 8; ++b) {
+      h ^= (v >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  o.comm_id = static_cast<uint32_t>(h ^ (h >> 32));
+  if (o.comm_id == p.comm_id)
+    ++o.comm_id;
+  o.store = p.rendezvous;
+  o.master_addr = p.master_addr;
+  o.overrides = p.overrides;
+  MCCL_LOG(info, "split " << index << " of communicator " << p.comm_id << ": color " << color
+                          << " -> communicator " << o.comm_id << ", rank " << o.rank << " of "
+                          << o.world_size);
+  return detail::make_communicator(p.rt, o, true);
 }
 
 void communicator::abort(const std::string& reason) {

@@ -55,10 +55,14 @@ caf::behavior link_actor::make_behavior() {
       poll();
     },
     [this](tick_atom) { on_tick(); },
-    [this](abort_atom, int origin, std::string& reason) {
-      on_abort(origin, reason);
+    [this](abort_atom, int origin, std::string& reason, errc code) {
+      on_abort(origin, reason, code);
       return true;
     },
+    [this](post_recv_atom, uint32_t tag, uint64_t op_id, caf::actor& receiver) {
+      on_post_recv(tag, op_id, std::move(receiver));
+    },
+    [this](unpost_atom, uint64_t op_id) { on_unpost(op_id); },
     [this](shutdown_atom, uint64_t issued) {
       on_shutdown(issued);
       return true;
@@ -73,6 +77,9 @@ void link_actor::on_exit() {
   init_.conn.reset();
   routes_.clear();
   early_.clear();
+  posted_.clear();
+  unexpected_.clear();
+  p2p_routes_.clear();
 }
 
 // ---- handlers -------------------------------------------------------------------
@@ -123,12 +130,88 @@ void link_actor::on_route(uint64_t seq, caf::actor c) {
   kick();
 }
 
-void link_actor::on_abort(int origin, const std::string& reason) {
+void link_actor::on_post_recv(uint32_t tag, uint64_t op_id, caf::actor receiver) {
+  // The oldest unexpected message with this tag is the match (message
+  // numbers grow in the order the peer sent them).
+  for (auto i = unexpected_.begin(); i != unexpected_.end(); ++i) {
+    if (i->second.tag != tag)
+      continue;
+    for (auto& chunk : i->second.chunks) {
+      early_bytes_ -= chunk.header.payload_len;
+      send(receiver, chunk_atom::value, std::move(chunk));
+    }
+    p2p_routes_[i->first] = p2p_route{op_id, std::move(receiver)};
+    unexpected_.erase(i);
+    return;
+  }
+  if (closed_) {
+    send(receiver, fail_atom::value, errc::peer_lost,
+         peer_abort_reason_.empty() ? "rank " + std::to_string(init_.peer)
+                                        + " sent no matching message before its link closed: "
+                                        + close_reason_
+                                    : peer_abort_reason_);
+    return;
+  }
+  posted_.push_back(posted_recv{tag, op_id, std::move(receiver)});
+  last_activity_ = clock::now();
+  kick();
+}
+
+void link_actor::on_unpost(uint64_t op_id) {
+  for (auto i = posted_.begin(); i != posted_.end(); ++i)
+    if (i->op_id == op_id) {
+      posted_.erase(i);
+      break;
+    }
+  for (auto i = p2p_routes_.begin(); i != p2p_routes_.end();)
+    i = i->second.op_id == op_id ? p2p_routes_.erase(i) : std::next(i);
+}
+
+void link_actor::dispatch_p2p(rx_chunk chunk) {
+  auto msg = chunk.header.seq;
+  auto r = p2p_routes_.find(msg);
+  if (r != p2p_routes_.end()) {
+    send(r->second.receiver, chunk_atom::value, std::move(chunk));
+    return;
+  }
+  auto u = unexpected_.find(msg);
+  if (u == unexpected_.end()) {
+    // The first chunk of a new message: match it now if a receive waits.
+    for (auto p = posted_.begin(); p != posted_.end(); ++p) {
+      if (p->tag != chunk.header.aux)
+        continue;
+      auto receiver = std::move(p->receiver);
+      p2p_routes_[msg] = p2p_route{p->op_id, receiver};
+      posted_.erase(p);
+      send(receiver, chunk_atom::value, std::move(chunk));
+      return;
+    }
+  }
+  if (!keep_early(chunk.header.payload_len, msg, "point-to-point messages nobody received yet"))
+    return;
+  auto& slot = unexpected_[msg];
+  slot.tag = chunk.header.aux;
+  slot.chunks.push_back(std::move(chunk));
+}
+
+bool link_actor::keep_early(std::size_t bytes, uint64_t seq, const char* what) {
+  early_bytes_ += bytes;
+  if (early_bytes_ <= max_early_bytes)
+    return true;
+  fail(peer_name_ + " sent more than 2 GiB of " + what + " (seq " + std::to_string(seq)
+       + "); are all ranks issuing the same operations?");
+  return false;
+}
+
+void link_actor::on_abort(int origin, const std::string& reason, errc code) {
   if (aborted_ || closed_)
     return;
   aborted_ = true;
   purge_queued_data();
-  enqueue_control(wire::frame_kind::abort, static_cast<uint32_t>(origin), wire::encode_text(reason));
+  // The error code travels in the step field, so peers report the same kind
+  // of failure (a desync stays a desync everywhere).
+  enqueue_control(wire::frame_kind::abort, static_cast<uint32_t>(origin), wire::encode_text(reason),
+                  0, static_cast<uint32_t>(code));
   write_frames();
   kick();
 }
@@ -178,7 +261,8 @@ void link_actor::poll() {
   auto now = clock::now();
   if (moved > 0)
     last_activity_ = now;
-  bool busy = !routes_.empty() || !txq_.empty() || in_payload_;
+  bool busy = !routes_.empty() || !p2p_routes_.empty() || !posted_.empty() || !txq_.empty()
+              || in_payload_;
   if (busy && now - last_activity_ < init_.spin)
     kick();
   else
@@ -285,7 +369,10 @@ void link_actor::frame_complete() {
              + std::to_string(init_.comm_id) + " from " + peer_name_);
         return;
       }
-      dispatch_data(rx_chunk{init_.peer, h, std::move(buf)});
+      if (h.flags & wire::flag_p2p)
+        dispatch_p2p(rx_chunk{init_.peer, h, std::move(buf)});
+      else
+        dispatch_data(rx_chunk{init_.peer, h, std::move(buf)});
       return;
     }
     case wire::frame_kind::heartbeat:
@@ -295,7 +382,9 @@ void link_actor::frame_complete() {
       auto text = wire::decode_text(buf.get(), h.payload_len, &why);
       auto reason = text ? *text : "(unreadable reason: " + why + ")";
       peer_abort_reason_ = "rank " + std::to_string(h.aux) + " aborted the communicator: " + reason;
-      send(init_.progress, peer_abort_atom::value, static_cast<int>(h.aux), reason);
+      auto code = h.step > 0 && h.step <= static_cast<uint32_t>(errc::desync) ? static_cast<errc>(h.step)
+                                                                              : errc::aborted;
+      send(init_.progress, peer_abort_atom::value, static_cast<int>(h.aux), reason, code);
       return;
     }
     case wire::frame_kind::bye:
@@ -314,12 +403,8 @@ void link_actor::dispatch_data(rx_chunk chunk) {
     return;
   }
   // The peer is ahead of us: keep the chunk until our op with this seq starts.
-  early_bytes_ += chunk.header.payload_len;
-  if (early_bytes_ > max_early_bytes) {
-    fail(peer_name_ + " sent more than 2 GiB for ops this rank has not started (seq "
-         + std::to_string(chunk.header.seq) + "); are all ranks issuing the same collectives?");
+  if (!keep_early(chunk.header.payload_len, chunk.header.seq, "chunks for ops this rank has not started"))
     return;
-  }
   early_[chunk.header.seq].push_back(std::move(chunk));
 }
 
@@ -367,11 +452,12 @@ std::size_t link_actor::write_frames() {
 }
 
 void link_actor::enqueue_control(wire::frame_kind kind, uint32_t aux, std::vector<uint8_t> payload,
-                                 uint64_t seq) {
+                                 uint64_t seq, uint32_t step) {
   tx_item item;
   wire::frame_header h;
   h.kind = kind;
   h.seq = seq;
+  h.step = step;
   h.comm_id = init_.comm_id;
   h.aux = aux;
   h.payload_len = static_cast<uint32_t>(payload.size());
@@ -412,6 +498,12 @@ void link_actor::fail(const std::string& why, bool graceful, uint64_t issued) {
   else
     MCCL_LOG(warn, "link to " << peer_name_ << " is down: " << why);
   send(init_.progress, link_down_atom::value, init_.peer, why, graceful, issued);
+  // Receives still waiting for a message from this peer will never match.
+  for (auto& p : posted_)
+    send(p.receiver, fail_atom::value, errc::peer_lost,
+         "rank " + std::to_string(init_.peer) + " sent no message with tag " + std::to_string(p.tag)
+           + " before its link closed: " + why);
+  posted_.clear();
 }
 
 } // namespace mccl::actors

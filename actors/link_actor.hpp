@@ -9,6 +9,10 @@
 ///   payloads in pooled staging memory and routes each data chunk to the
 ///   collective actor registered for its sequence number (buffering chunks
 ///   of ops this rank has not started yet);
+/// - point-to-point matching: a peer's messages carry its own message
+///   numbers and a tag; each is matched, in the order the peer sent them,
+///   to the oldest receive posted here for that tag, or kept as unexpected
+///   until one is posted (MPI's non-overtaking rule, per tag);
 /// - liveness: heartbeats when idle; EOF, socket errors, malformed frames and
 ///   CRC mismatches are reported to the progress actor (link_down_atom);
 ///   ABORT frames from the peer are passed on (peer_abort_atom).
@@ -76,7 +80,11 @@ private:
   // ---- handlers
   void on_send(tx_request& req, caf::actor notify);
   void on_route(uint64_t seq, caf::actor collective);
-  void on_abort(int origin, const std::string& reason);
+  void on_abort(int origin, const std::string& reason, errc code);
+  void on_post_recv(uint32_t tag, uint64_t op_id, caf::actor receiver);
+  void on_unpost(uint64_t op_id);
+  void dispatch_p2p(rx_chunk chunk);
+  bool keep_early(std::size_t bytes, uint64_t seq, const char* what);
   void on_shutdown(uint64_t issued);
   void on_tick();
 
@@ -89,7 +97,7 @@ private:
   void frame_complete();
   void dispatch_data(rx_chunk chunk);
   void enqueue_control(wire::frame_kind kind, uint32_t aux, std::vector<uint8_t> payload,
-                       uint64_t seq = 0);
+                       uint64_t seq = 0, uint32_t step = 0);
   void purge_queued_data();
   /// Closes the link and reports it down. graceful: the peer said BYE after
   /// issuing `issued` ops.
@@ -117,6 +125,24 @@ private:
   std::unordered_map<uint64_t, caf::actor> routes_;
   std::map<uint64_t, std::vector<rx_chunk>> early_;
   std::size_t early_bytes_ = 0;
+
+  // point-to-point matching
+  struct posted_recv {
+    uint32_t tag;
+    uint64_t op_id;
+    caf::actor receiver;
+  };
+  struct unexpected_message {
+    uint32_t tag;
+    std::vector<rx_chunk> chunks;
+  };
+  std::deque<posted_recv> posted_;                  ///< oldest first
+  std::map<uint64_t, unexpected_message> unexpected_; ///< by message number
+  struct p2p_route {
+    uint64_t op_id;
+    caf::actor receiver;
+  };
+  std::unordered_map<uint64_t, p2p_route> p2p_routes_; ///< by message number
 
   // progress state
   bool poll_queued_ = false;

@@ -35,6 +35,8 @@ using watch_atom = caf::atom_constant<caf::atom("watch")>;       // collective -
 using unwatch_atom = caf::atom_constant<caf::atom("unwatch")>;   // collective -> watchdog
 using tick_atom = caf::atom_constant<caf::atom("tick")>;         // timers
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>; // finalize
+using post_recv_atom = caf::atom_constant<caf::atom("postrecv")>; // progress -> link (p2p)
+using unpost_atom = caf::atom_constant<caf::atom("unpost")>;      // progress -> link (p2p)
 
 /// A frame a collective wants sent: header plus a view of the payload, which
 /// stays valid until the link reports it sent (sent_atom to `notify`).
@@ -54,7 +56,7 @@ struct rx_chunk {
 
 /// How an op ended, reported by its collective actor to the progress actor.
 struct op_result {
-  uint64_t seq = 0;
+  uint64_t id = 0; ///< op_request::id
   errc code = errc::none;
   std::string message;
   std::string algorithm;

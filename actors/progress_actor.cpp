@@ -27,10 +27,10 @@ caf::behavior progress_actor::make_behavior() {
   set_down_handler([this](caf::down_msg& dm) {
     // A collective actor that died without reporting (an exception escaped
     // CAF's handler): fail its op rather than leave the caller waiting.
-    for (auto& [seq, f] : in_flight_) {
+    for (auto& [id, f] : in_flight_) {
       if (f.collective.address() == dm.source) {
-        op_result r{seq, errc::internal,
-                    std::string(to_string(f.op->kind)) + " seq " + std::to_string(seq)
+        op_result r{id, errc::internal,
+                    std::string(to_string(f.op->kind)) + " seq " + std::to_string(f.op->seq)
                       + ": collective actor died: " + caf::to_string(dm.reason),
                     f.algorithm};
         on_done(r);
@@ -45,9 +45,8 @@ caf::behavior progress_actor::make_behavior() {
     [this](link_down_atom, int peer, std::string& why, bool graceful, uint64_t issued) {
       on_link_down(peer, why, graceful, issued);
     },
-    [this](peer_abort_atom, int origin, std::string& why) {
-      abort(errc::aborted, "rank " + std::to_string(origin) + " aborted the communicator: " + why,
-            origin, why);
+    [this](peer_abort_atom, int origin, std::string& why, errc code) {
+      abort(code, "rank " + std::to_string(origin) + " aborted the communicator: " + why, origin, why);
     },
     [this](abort_atom, std::string& why) {
       abort(errc::aborted, "rank " + std::to_string(init_.rank) + " called abort: " + why,
@@ -69,10 +68,23 @@ caf::behavior progress_actor::make_behavior() {
   };
 }
 
+void progress_actor::number(op_request& op) {
+  op.id = next_id_++;
+  if (op.kind == op_kind::send) {
+    if (next_message_.size() < static_cast<std::size_t>(init_.world))
+      next_message_.assign(static_cast<std::size_t>(init_.world), 0);
+    op.seq = next_message_[static_cast<std::size_t>(op.root)]++;
+  } else if (op.kind != op_kind::recv) {
+    op.seq = next_seq_++;
+  }
+}
+
 void progress_actor::submit(op_ptr op) {
-  op->seq = next_seq_++;
+  number(*op);
+  bool p2p = op->kind == op_kind::send || op->kind == op_kind::recv;
   auto fail_now = [&](errc code, const std::string& why) {
-    op->work->complete(code, std::string(to_string(op->kind)) + " seq " + std::to_string(op->seq)
+    auto what = describe(*op);
+    op->work->complete(code, what.substr(0, what.find('(')) + (p2p ? "" : " seq " + std::to_string(op->seq))
                                + " on rank " + std::to_string(init_.rank) + ": " + why);
   };
   if (finalized_)
@@ -82,15 +94,21 @@ void progress_actor::submit(op_ptr op) {
   if (complete_locally(op))
     return;
   // A peer that finalized took part in every op it issued (its bytes for
-  // them may still sit in our links); later ops cannot involve it.
-  for (const auto& [peer, d] : departed_)
-    if (op->seq >= d.issued)
+  // them may still sit in our links); later ops cannot involve it. Its
+  // point-to-point messages may still wait in our link to be received.
+  for (const auto& [peer, d] : departed_) {
+    if (!p2p && op->seq >= d.issued)
       return fail_now(errc::peer_lost, "rank " + std::to_string(peer) + " has already finalized ("
                                          + d.why + ")");
-  auto name = choose_algorithm(op->kind, op->bytes(), init_.world, init_.cfg);
-  auto factory = find_algorithm(op->kind, name);
+    if (op->kind == op_kind::send && op->root == peer)
+      return fail_now(errc::peer_lost, "rank " + std::to_string(peer) + " has already finalized ("
+                                         + d.why + ")");
+  }
+  std::string why;
+  auto [name, factory] = pick_algorithm(*op, &why);
   if (!factory)
-    return fail_now(errc::internal, "no algorithm \"" + name + "\" registered");
+    return fail_now(errc::internal, why);
+  op->algorithm = name;
 
   collective_init ci;
   ci.args.rank = init_.rank;
@@ -107,39 +125,120 @@ void progress_actor::submit(op_ptr op) {
   ci.timeout = init_.cfg.timeout;
   auto c = spawn<collective_actor>(std::move(ci));
   monitor(c);
-  for (auto& l : links_)
-    if (l)
-      send(l, route_atom::value, op->seq, c);
-  MCCL_LOG(trace, to_string(op->kind) << " seq " << op->seq << ": " << name << ", "
-                                      << op->bytes() << " bytes");
-  auto seq = op->seq;
-  in_flight_.emplace(seq, in_flight{std::move(op), c, name});
+  if (op->kind == op_kind::recv) {
+    send(links_[static_cast<std::size_t>(op->root)], post_recv_atom::value, op->tag, op->id, c);
+  } else if (op->kind != op_kind::send) {
+    for (auto& l : links_)
+      if (l)
+        send(l, route_atom::value, op->seq, c);
+  }
+  MCCL_LOG(debug, describe(*op) << (p2p ? "" : " seq " + std::to_string(op->seq)) << ": " << name);
+  auto id = op->id;
+  in_flight_.emplace(id, in_flight{std::move(op), c, name, std::chrono::steady_clock::now()});
 }
 
+std::pair<std::string, algorithm_factory> progress_actor::pick_algorithm(const op_request& op,
+                                                                         std::string* why) {
+  std::string name;
+  op_kind registry_kind = op.kind;
+  bool empty = op.selection_bytes(init_.world) == 0
+               && !(op.kind == op_kind::alltoall && op.is_v()) // others may still send to us
+               && op.kind != op_kind::custom && op.kind != op_kind::send && op.kind != op_kind::recv;
+  if (empty && op.kind != op_kind::barrier) {
+    // Nothing to move, but every rank must still agree that this op happened
+    // (a rank that issued something else is caught): an empty barrier,
+    // carrying this op's signature.
+    registry_kind = op_kind::barrier;
+    name = "dissemination";
+  } else {
+    name = choose_algorithm(op, init_.world, init_.cfg);
+  }
+  auto factory = find_algorithm(registry_kind, name);
+  if (!factory && why) {
+    *why = op.kind == op_kind::custom
+             ? "no collective named \"" + op.name + "\" is registered"
+             : std::string("no algorithm \"") + name + "\" registered for " + to_string(op.kind);
+    return {};
+  }
+  return {empty && op.kind != op_kind::barrier ? "empty" : name, std::move(factory)};
+}
+
+namespace {
+
+/// memmove: in-place forms may pass overlapping buffers.
+void copy_elems(void* dst, const void* src, std::size_t elems, std::size_t elem_size,
+                std::size_t dst_off = 0, std::size_t src_off = 0) {
+  if (elems == 0 || !dst || !src)
+    return;
+  auto d = static_cast<uint8_t*>(dst) + dst_off * elem_size;
+  auto s = static_cast<const uint8_t*>(src) + src_off * elem_size;
+  if (d != s)
+    std::memmove(d, s, elems * elem_size);
+}
+
+} // namespace
+
 bool progress_actor::complete_locally(const op_ptr& op) {
-  // A group of one, or an op without data, needs no communication. Barrier
-  // with peers always communicates.
-  bool trivial = init_.world == 1 || (op->kind != op_kind::barrier && op->count == 0);
-  if (!trivial)
+  // A group of one needs no communication: each op is a copy (or nothing).
+  // Custom collectives decide for themselves.
+  if (init_.world != 1 || op->kind == op_kind::custom)
     return false;
-  if (op->kind == op_kind::allreduce && op->send != op->recv && op->count > 0)
-    std::memcpy(op->recv, op->send, op->bytes());
+  auto e = op->elem_size();
+  switch (op->kind) {
+    case op_kind::allreduce:
+    case op_kind::broadcast:
+    case op_kind::reduce:
+      copy_elems(op->recv, op->send, op->count, e);
+      break;
+    case op_kind::allgather:
+    case op_kind::gather:
+    case op_kind::alltoall:
+      copy_elems(op->recv, op->send, op->count_of(0), e);
+      break;
+    case op_kind::reduce_scatter:
+    case op_kind::scatter:
+      copy_elems(op->recv, op->send, op->count_of(0), e);
+      break;
+    default:
+      break;
+  }
+  op_metrics m;
+  m.op = to_string(op->kind);
+  m.algorithm = "local";
+  m.seq = op->seq;
+  m.bytes = op->selection_bytes(1);
+  op->work->set_metrics(std::move(m));
   op->work->complete();
   return true;
 }
 
+void progress_actor::complete(in_flight& f, errc code, std::string message) {
+  op_metrics m;
+  m.op = f.op->kind == op_kind::custom ? f.op->name : to_string(f.op->kind);
+  m.algorithm = f.algorithm;
+  m.seq = f.op->seq;
+  m.bytes = f.op->selection_bytes(init_.world);
+  m.duration = std::chrono::steady_clock::now() - f.start;
+  f.op->work->set_metrics(std::move(m));
+  f.op->work->complete(code, std::move(message));
+}
+
 void progress_actor::on_done(op_result& r) {
-  auto i = in_flight_.find(r.seq);
+  auto i = in_flight_.find(r.id);
   if (i == in_flight_.end())
     return;
   auto f = std::move(i->second);
   in_flight_.erase(i);
-  for (auto& l : links_)
-    if (l)
-      send(l, unroute_atom::value, r.seq);
+  if (f.op->kind == op_kind::recv) {
+    send(links_[static_cast<std::size_t>(f.op->root)], unpost_atom::value, f.op->id);
+  } else if (f.op->kind != op_kind::send) {
+    for (auto& l : links_)
+      if (l)
+        send(l, unroute_atom::value, f.op->seq);
+  }
   demonitor(f.collective);
   if (r.code == errc::none) {
-    f.op->work->complete();
+    complete(f, errc::none, {});
     return;
   }
   MCCL_LOG(error, r.message);
@@ -157,11 +256,16 @@ void progress_actor::on_link_down(int peer, const std::string& why, bool gracefu
     // issued already have all they will get from it (a peer that finalizes
     // with ops in flight aborts first). Ops it never issued cannot finish.
     departed_[peer] = departure{why, issued};
-    for (auto& [seq, f] : in_flight_)
-      if (seq >= issued)
+    for (auto& [id, f] : in_flight_) {
+      auto k = f.op->kind;
+      if (k == op_kind::send && f.op->root == peer)
+        send(f.collective, fail_atom::value, errc::peer_lost,
+             "rank " + std::to_string(peer) + " finalized before receiving this message");
+      else if (k != op_kind::send && k != op_kind::recv && f.op->seq >= issued)
         send(f.collective, fail_atom::value, errc::peer_lost,
              "rank " + std::to_string(peer) + " finalized after issuing " + std::to_string(issued)
-               + " op(s); it never issued this one (do all ranks issue the same collectives?)");
+               + " collective(s); it never issued this one (do all ranks issue the same collectives?)");
+    }
     return;
   }
   // A peer that aborted because a third rank died may close its connection
@@ -190,7 +294,7 @@ void progress_actor::abort(errc code, const std::string& why, int origin,
     if (!l)
       continue;
     ++link_acks_pending_;
-    request(l, link_reply_timeout, abort_atom::value, origin, wire_text.empty() ? why : wire_text)
+    request(l, link_reply_timeout, abort_atom::value, origin, wire_text.empty() ? why : wire_text, code)
       .then([this](bool) {
         if (--link_acks_pending_ == 0)
           links_purged();
@@ -200,7 +304,7 @@ void progress_actor::abort(errc code, const std::string& why, int origin,
                 links_purged();
             });
   }
-  for (auto& [seq, f] : in_flight_)
+  for (auto& [id, f] : in_flight_)
     send(f.collective, fail_atom::value, code, why);
   if (link_acks_pending_ == 0)
     links_purged();
@@ -208,7 +312,7 @@ void progress_actor::abort(errc code, const std::string& why, int origin,
 
 void progress_actor::links_purged() {
   for (auto& [f, r] : failed_unpurged_) {
-    f.op->work->complete(r.code, r.message);
+    complete(f, r.code, r.message);
     send(f.collective, shutdown_atom::value);
   }
   failed_unpurged_.clear();
@@ -222,17 +326,17 @@ void progress_actor::shutdown(caf::response_promise rp) {
   if (!in_flight_.empty())
     abort(errc::finalized,
           "rank " + std::to_string(init_.rank) + " finalized with " + std::to_string(in_flight_.size())
-            + " op(s) in flight (first: seq " + std::to_string(in_flight_.begin()->first) + ")",
+            + " op(s) in flight (first: " + describe(*in_flight_.begin()->second.op) + " seq "
+            + std::to_string(in_flight_.begin()->second.op->seq) + ")",
           init_.rank);
   finalized_ = true;
   auto pending = std::make_shared<std::size_t>(0);
   auto finish = [this, rp]() mutable {
     // Links are closed: no pointer into caller memory remains anywhere.
-    for (auto& [seq, f] : in_flight_) {
-      f.op->work->complete(errc::finalized, std::string(to_string(f.op->kind)) + " seq "
-                                              + std::to_string(seq) + " on rank "
-                                              + std::to_string(init_.rank)
-                                              + ": the communicator was finalized while the op was in flight");
+    for (auto& [id, f] : in_flight_) {
+      complete(f, errc::finalized, describe(*f.op) + " seq " + std::to_string(f.op->seq) + " on rank "
+                                     + std::to_string(init_.rank)
+                                     + ": the communicator was finalized while the op was in flight");
       send_exit(f.collective, caf::exit_reason::user_shutdown);
     }
     in_flight_.clear();

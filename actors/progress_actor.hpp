@@ -13,6 +13,7 @@
 /// same reason.
 
 #include "actors/messages.hpp"
+#include "collectives/registry.hpp"
 #include "config/config.hpp"
 
 #include <caf/event_based_actor.hpp>
@@ -44,10 +45,17 @@ private:
     op_ptr op;
     caf::actor collective;
     std::string algorithm;
+    std::chrono::steady_clock::time_point start;
   };
 
   void submit(op_ptr op);
+  /// Numbers the op: a sequence number for collectives, the next message
+  /// number to that peer for a send.
+  void number(op_request& op);
   bool complete_locally(const op_ptr& op);
+  /// Algorithm name and factory for an op; empty name (and *why) if none.
+  std::pair<std::string, algorithm_factory> pick_algorithm(const op_request& op, std::string* why);
+  void complete(in_flight& f, errc code, std::string message);
   void on_done(op_result& r);
   void on_link_down(int peer, const std::string& why, bool graceful, uint64_t issued);
   /// Aborts once: `why` is what local ops report; `wire_text` (default: why)
@@ -58,8 +66,10 @@ private:
 
   progress_init init_;
   std::vector<caf::actor> links_; ///< by peer rank; null at our own rank
-  uint64_t next_seq_ = 0;
-  std::map<uint64_t, in_flight> in_flight_;
+  uint64_t next_seq_ = 0;              ///< collectives issued so far
+  uint64_t next_id_ = 0;
+  std::vector<uint64_t> next_message_; ///< point-to-point sends per peer
+  std::map<uint64_t, in_flight> in_flight_; ///< by op id
 
   // failure state
   bool aborted_ = false;

@@ -58,6 +58,18 @@ void work_state::add_callback(std::function<void()> cb) {
   cb();
 }
 
+void work_state::set_metrics(op_metrics m) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  metrics_ = std::move(m);
+}
+
+op_metrics work_state::metrics() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return metrics_;
+}
+
+op_metrics work::metrics() const { return state_ ? state_->metrics() : op_metrics{}; }
+
 void work::wait() const {
   if (!state_)
     throw error(errc::invalid_argument, "wait() on an empty work handle");

@@ -6,6 +6,7 @@
 #include "config/error.hpp"
 
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -16,6 +17,16 @@
 #include <vector>
 
 namespace mccl {
+
+/// What the runtime recorded about one op; complete once the op is done.
+struct op_metrics {
+  std::string op;        ///< "allreduce", "send", or a custom collective's name
+  std::string algorithm; ///< the algorithm that ran it ("ring", "rd", ...)
+  uint64_t seq = 0;      ///< sequence number (message number for send)
+  std::size_t bytes = 0; ///< the size the algorithm was chosen by
+  /// From the progress actor taking the op to its completion.
+  std::chrono::nanoseconds duration{0};
+};
 
 /// Shared between the caller's handle and the progress actor that completes it.
 class work_state {
@@ -30,6 +41,9 @@ public:
   bool wait_for(std::chrono::nanoseconds timeout);
   std::optional<error> failure() const;
   void add_callback(std::function<void()> cb);
+  /// Set by the runtime before complete().
+  void set_metrics(op_metrics m);
+  op_metrics metrics() const;
 
   /// How long wait() may block at most before reporting a runtime bug: the
   /// op deadline plus a grace period, since the watchdog must have fired.
@@ -42,6 +56,7 @@ private:
   errc code_ = errc::none;
   std::string message_;
   std::vector<std::function<void()>> callbacks_;
+  op_metrics metrics_;
   std::chrono::milliseconds bound_;
 };
 
@@ -72,6 +87,9 @@ public:
   void on_complete(std::function<void()> cb) const;
 
   bool valid() const noexcept { return static_cast<bool>(state_); }
+  /// The op, algorithm, sequence, size and duration; fully filled in once
+  /// the op is done (test() is true).
+  op_metrics metrics() const;
 
 private:
   std::shared_ptr<work_state> state_;

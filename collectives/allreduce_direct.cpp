@@ -42,7 +42,7 @@ public:
       bad = "duplicate chunk " + std::to_string(c.chunk);
     if (!bad.empty())
       return io_.fail(errc::protocol_error, bad);
-    if (a_.op.in_place() && !sent_[c.chunk])
+    if (a_.op.send == a_.op.recv && !sent_[c.chunk])
       pending_[c.chunk] = c;
     else
       reduce_chunk(c);

@@ -22,6 +22,8 @@ public:
   void start() override {
     if (parent_ >= 0 && chunks_ > 0)
       return; // wait for the parent's chunks
+    if (a_.op.send && a_.op.send != a_.op.recv) // out-of-place root
+      std::memcpy(a_.op.recv, a_.op.send, a_.op.bytes());
     for (std::size_t k = 0; k < chunks_; ++k)
       forward(k);
     io_.finish();

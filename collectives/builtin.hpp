@@ -7,17 +7,45 @@
 
 namespace mccl::builtin {
 
-/// Allreduce on 2 ranks: both send everything at once, reduce as chunks land.
-std::unique_ptr<algorithm> make_allreduce_direct(collective_io& io, const collective_args& a);
-/// Allreduce, chunk-pipelined ring: reduce-scatter then allgather.
-std::unique_ptr<algorithm> make_allreduce_ring(collective_io& io, const collective_args& a);
-/// Allreduce latency path: every rank sends its whole (small) buffer to every
-/// other rank and reduces all contributions locally, in rank order.
-std::unique_ptr<algorithm> make_allreduce_oneshot(collective_io& io, const collective_args& a);
-/// Broadcast down a binomial tree (latency) or a pipelined chain (bandwidth).
-std::unique_ptr<algorithm> make_broadcast_tree(collective_io& io, const collective_args& a);
-std::unique_ptr<algorithm> make_broadcast_chain(collective_io& io, const collective_args& a);
+using factory_fn = std::unique_ptr<algorithm>(collective_io& io, const collective_args& a);
+
+// allreduce
+/// Latency path: every rank sends its whole (small) buffer to every other
+/// rank and reduces all contributions locally, in rank order.
+factory_fn make_allreduce_oneshot;
+/// 2 ranks: both send everything at once, reduce as chunks land.
+factory_fn make_allreduce_direct;
+/// Chunk-pipelined ring: reduce-scatter then allgather.
+factory_fn make_allreduce_ring;
+/// Step programs (collectives/program.hpp) run by the step executor.
+factory_fn make_allreduce_rd;
+factory_fn make_allreduce_rabenseifner;
+
+// broadcast
+/// Down a binomial tree (latency) or a pipelined chain (bandwidth).
+factory_fn make_broadcast_tree;
+factory_fn make_broadcast_chain;
+/// Binomial scatter of world blocks, then a ring allgather.
+factory_fn make_broadcast_scatter_allgather;
+
+// reduce, allgather, reduce_scatter (step programs)
+factory_fn make_reduce_tree;
+factory_fn make_reduce_ring;
+factory_fn make_allgather_ring;
+factory_fn make_allgather_rd;
+factory_fn make_reduce_scatter_ring;
+factory_fn make_reduce_scatter_rd;
+
+// gather, scatter, alltoall: every block goes straight to its rank.
+factory_fn make_gather_linear;
+factory_fn make_scatter_linear;
+factory_fn make_alltoall_pairwise;
+
 /// Dissemination barrier: ceil(log2 n) rounds of empty messages.
-std::unique_ptr<algorithm> make_barrier_dissemination(collective_io& io, const collective_args& a);
+factory_fn make_barrier_dissemination;
+
+/// Point-to-point: a send's chunks, and a receive that checks the size.
+factory_fn make_p2p_send;
+factory_fn make_p2p_recv;
 
 } // namespace mccl::builtin

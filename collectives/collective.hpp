@@ -24,6 +24,10 @@ struct incoming_chunk {
   int peer = -1;
   uint32_t step = 0;
   uint32_t chunk = 0;
+  /// Point-to-point messages: the message's total bytes; alltoallv: the
+  /// size of the sender's block for us (see collective_io::send_block).
+  uint64_t message_bytes = 0;
+  uint32_t tag = 0;
   const uint8_t* data = nullptr;
   std::size_t len = 0;
   std::shared_ptr<const void> keep;
@@ -37,6 +41,12 @@ public:
   /// Queues `bytes` at `data` for `peer`, tagged (step, chunk). The memory
   /// must stay untouched until on_sent() reports this (peer, step, chunk).
   virtual void send(int peer, uint32_t step, uint32_t chunk, const void* data, std::size_t bytes) = 0;
+
+  /// The same, for ops whose blocks differ in size per pair (alltoallv):
+  /// the receiver sees `block_bytes` as incoming_chunk::message_bytes and
+  /// can check the size before any byte lands.
+  virtual void send_block(int peer, uint32_t step, uint32_t chunk, const void* data,
+                          std::size_t bytes, uint64_t block_bytes) = 0;
 
   /// The op succeeded. The actor completes it once all sends have left.
   virtual void finish() = 0;

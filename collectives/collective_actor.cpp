@@ -7,8 +7,28 @@
 namespace mccl::actors {
 
 collective_actor::collective_actor(caf::actor_config& cfg, collective_init init)
-  : caf::event_based_actor(cfg), init_(std::move(init)) {
+  : caf::event_based_actor(cfg), init_(std::move(init)),
+    signature_(init_.args.op.signature(init_.args.world)) {
 }
+
+namespace {
+
+uint32_t pack_desc(const op_signature& s) {
+  return static_cast<uint32_t>(s.kind) | static_cast<uint32_t>(s.type) << 8
+         | static_cast<uint32_t>(s.op) << 16;
+}
+
+op_signature unpack_signature(const wire::frame_header& h) {
+  op_signature s;
+  s.kind = static_cast<op_kind>(h.op_desc & 0xff);
+  s.type = static_cast<dtype>((h.op_desc >> 8) & 0xff);
+  s.op = static_cast<redop>((h.op_desc >> 16) & 0xff);
+  s.arg = h.op_arg;
+  s.count = h.op_count;
+  return s;
+}
+
+} // namespace
 
 template <class F>
 void collective_actor::guarded(F&& f) {
@@ -37,7 +57,14 @@ caf::behavior collective_actor::make_behavior() {
   return {
     [this](chunk_atom, rx_chunk& c) {
       guarded([&] {
+        if (!p2p()) {
+          auto mismatch = check_signature(c);
+          if (!mismatch.empty())
+            return fail(errc::desync, mismatch);
+        }
         incoming_chunk in;
+        in.message_bytes = c.header.op_count;
+        in.tag = c.header.aux;
         in.peer = c.peer;
         in.step = c.header.step;
         in.chunk = c.header.chunk;
@@ -64,6 +91,11 @@ caf::behavior collective_actor::make_behavior() {
 
 void collective_actor::send(int peer, uint32_t step, uint32_t chunk, const void* data,
                             std::size_t bytes) {
+  send_block(peer, step, chunk, data, bytes, signature_.count);
+}
+
+void collective_actor::send_block(int peer, uint32_t step, uint32_t chunk, const void* data,
+                                  std::size_t bytes, uint64_t block_bytes) {
   if (reported_)
     return;
   if (peer < 0 || peer >= static_cast<int>(init_.links.size()) || !init_.links[peer])
@@ -74,6 +106,14 @@ void collective_actor::send(int peer, uint32_t step, uint32_t chunk, const void*
   req.header.seq = init_.args.op.seq;
   req.header.step = step;
   req.header.chunk = chunk;
+  req.header.op_desc = pack_desc(signature_);
+  req.header.op_arg = signature_.arg;
+  req.header.op_count = block_bytes;
+  if (p2p()) {
+    req.header.flags = wire::flag_p2p;
+    req.header.aux = init_.args.op.tag;
+    req.header.op_count = init_.args.op.bytes();
+  }
   req.data = static_cast<const uint8_t*>(data);
   req.len = bytes;
   req.peer = peer;
@@ -107,7 +147,7 @@ void collective_actor::fail(errc code, const std::string& why) {
 void collective_actor::report(errc code, std::string message) {
   reported_ = true;
   caf::event_based_actor::send(init_.watchdog, unwatch_atom::value, caf::actor_cast<caf::actor>(this));
-  op_result r{init_.args.op.seq, code, std::move(message), init_.algorithm_name};
+  op_result r{init_.args.op.id, code, std::move(message), init_.algorithm_name};
   caf::event_based_actor::send(init_.progress, op_done_atom::value, std::move(r));
   if (code == errc::none)
     quit(); // nothing of ours is referenced any more
@@ -116,14 +156,26 @@ void collective_actor::report(errc code, std::string message) {
 
 std::string collective_actor::describe_op() const {
   const auto& op = init_.args.op;
-  std::string s = std::string(to_string(op.kind)) + " seq " + std::to_string(op.seq) + " on rank "
-                  + std::to_string(init_.args.rank) + " (" + init_.algorithm_name + ", "
-                  + std::to_string(op.count) + " x " + to_string(op.type);
-  if (op.kind == op_kind::allreduce)
-    s += ", " + std::string(to_string(op.op));
-  if (op.kind == op_kind::broadcast)
-    s += ", root " + std::to_string(op.root);
-  return s + ")";
+  auto what = describe(op);
+  auto paren = what.find('(');
+  // "allreduce seq 7 on rank 1 (ring, count 1000, float32, sum)"
+  return what.substr(0, paren) + " seq " + std::to_string(op.seq) + " on rank "
+         + std::to_string(init_.args.rank) + " (" + init_.algorithm_name + ", "
+         + what.substr(paren + 1);
+}
+
+std::string collective_actor::check_signature(const rx_chunk& c) const {
+  auto theirs = unpack_signature(c.header);
+  // alltoallv blocks carry their own size in the count (send_block).
+  bool sized_blocks = signature_.kind == op_kind::alltoall && signature_.arg != 0;
+  if (sized_blocks)
+    theirs.count = signature_.count;
+  if (theirs == signature_)
+    return {};
+  return "ranks issued different collectives at seq " + std::to_string(init_.args.op.seq)
+         + ": rank " + std::to_string(init_.args.rank) + " issued " + describe(signature_)
+         + ", rank " + std::to_string(c.peer) + " issued " + describe(theirs)
+         + " (all ranks must issue the same collectives in the same order)";
 }
 
 } // namespace mccl::actors

@@ -41,6 +41,8 @@ public:
 
   // collective_io
   void send(int peer, uint32_t step, uint32_t chunk, const void* data, std::size_t bytes) override;
+  void send_block(int peer, uint32_t step, uint32_t chunk, const void* data, std::size_t bytes,
+                  uint64_t block_bytes) override;
   void finish() override;
   void fail(errc code, const std::string& why) override;
 
@@ -51,9 +53,15 @@ private:
   void maybe_report_success();
   void report(errc code, std::string message);
   std::string describe_op() const;
+  /// Empty when the chunk's op signature matches ours, else the desync error.
+  std::string check_signature(const rx_chunk& c) const;
+  bool p2p() const noexcept {
+    return init_.args.op.kind == op_kind::send || init_.args.op.kind == op_kind::recv;
+  }
 
   collective_init init_;
   std::unique_ptr<algorithm> algo_;
+  op_signature signature_;
   std::size_t outstanding_sends_ = 0;
   bool finished_ = false;
   bool reported_ = false;

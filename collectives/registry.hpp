@@ -1,7 +1,9 @@
 #pragma once
-/// Registry of collective algorithms by (op kind, name), and the default
-/// choice per (op, bytes, world). Built-in algorithms register here through
-/// register_algorithm(), exactly like a user's own.
+/// Registry of collective algorithms by (op kind, name), and the choice of
+/// algorithm per op. Built-in algorithms register here through
+/// register_algorithm(), exactly like a user's own; a user's collective is
+/// an algorithm registered under op_kind::custom (see register_collective in
+/// actors/api.hpp).
 
 #include "collectives/collective.hpp"
 
@@ -17,8 +19,16 @@ struct config;
 using algorithm_factory =
   std::function<std::unique_ptr<algorithm>(collective_io& io, const collective_args& args)>;
 
+/// Which communicator sizes an algorithm works on.
+struct algorithm_limits {
+  int min_world = 1;
+  int max_world = 1 << 30;
+  bool fits(int world) const noexcept { return world >= min_world && world <= max_world; }
+};
+
 /// Registers (or replaces) `name` for `kind`. Thread-safe.
-void register_algorithm(op_kind kind, const std::string& name, algorithm_factory factory);
+void register_algorithm(op_kind kind, const std::string& name, algorithm_factory factory,
+                        algorithm_limits limits = {});
 
 /// The factory registered under (kind, name), or an empty function.
 algorithm_factory find_algorithm(op_kind kind, const std::string& name);
@@ -26,8 +36,21 @@ algorithm_factory find_algorithm(op_kind kind, const std::string& name);
 /// Names registered for `kind`, sorted.
 std::vector<std::string> algorithm_names(op_kind kind);
 
-/// The default algorithm for an op of `bytes` on `world` ranks.
-std::string choose_algorithm(op_kind kind, std::size_t bytes, int world, const config& cfg);
+/// The algorithm an op runs with on `world` ranks: what MCCL_ALGO names for
+/// its kind and size when that fits the world, else the built-in table
+/// (default_algorithm). A custom op's algorithm is its name.
+std::string choose_algorithm(const op_request& op, int world, const config& cfg);
+
+/// mccl's own choice for (kind, bytes, world), from measurements
+/// (bench/RESULTS.md has the runs behind the thresholds).
+std::string default_algorithm(op_kind kind, std::size_t bytes, int world, const config& cfg);
+
+/// Throws mccl::error(invalid_config) when MCCL_ALGO names an algorithm
+/// that is not registered for its operation, listing the ones that are.
+void validate_algo_spec(const config& cfg);
+
+/// "allreduce: oneshot <= 64 KiB < ring; ..." for the INFO log.
+std::string describe_selection(int world, const config& cfg);
 
 /// Registers mccl's own algorithms (idempotent; the runtime calls it).
 void register_builtin_algorithms();

@@ -300,6 +300,16 @@ const setting_def setting_table[] = {
    [](config& cfg, const std::string& text) {
      cfg.small_msg_threshold = parse_bytes(text, 0, 16 * mib);
    }},
+  {"MCCL_ALGO", "",
+   "rules op=algorithm[:range][,...] separated by ';', a range being [size]-[size] "
+   "(lower inclusive, upper exclusive; e.g. allreduce=rd:0-64K,ring:64K-;broadcast=tree), "
+   "or empty",
+   "Per-op algorithm choice by message size, e.g. allreduce=rd:0-64K,ring:64K-; empty: "
+   "built-in table.",
+   [](config& cfg, const std::string& text) {
+     // Throws its own invalid_config error, which points at the offending token.
+     cfg.algo = parse_algo_spec(text);
+   }},
   {"MCCL_TRANSPORT_CRC", "0", "a boolean: 1/0, true/false, yes/no, on/off (case-insensitive)",
    "Checksum every chunk with CRC32C.",
    [](config& cfg, const std::string& text) { cfg.transport_crc = parse_bool(text); }},
@@ -595,6 +605,8 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_PORT_BASE") return std::to_string(cfg.port_base);
     if (name == "MCCL_CHUNK_BYTES") return format_byte_size(cfg.chunk_bytes);
     if (name == "MCCL_SMALL_MSG_THRESHOLD") return format_byte_size(cfg.small_msg_threshold);
+    if (name == "MCCL_ALGO")
+      return cfg.algo.empty() ? "(built-in table)" : quote(describe(cfg.algo));
     if (name == "MCCL_TRANSPORT_CRC") return cfg.transport_crc ? "1" : "0";
     if (name == "MCCL_TIMEOUT_MS") return std::to_string(cfg.timeout.count());
     if (name == "MCCL_CONNECT_TIMEOUT_MS") return std::to_string(cfg.connect_timeout.count());

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "config/algo_spec.hpp"
 #include "config/error.hpp"
 #include "config/log.hpp"
 
@@ -77,6 +78,9 @@ struct config {
   std::size_t chunk_bytes = std::size_t{1} << 20;
   /// Ops of at most this many bytes take the latency path.
   std::size_t small_msg_threshold = std::size_t{64} << 10;
+  /// Per-op algorithm choice by message size; empty = the built-in table.
+  /// Algorithm names are not checked here: they are registered at run time.
+  algo_spec algo;
   /// CRC32C on every chunk.
   bool transport_crc = false;
   /// Op deadline.

@@ -17,6 +17,7 @@ const char* to_string(errc code) noexcept {
     case errc::protocol_error: return "protocol_error";
     case errc::finalized: return "finalized";
     case errc::internal: return "internal";
+    case errc::desync: return "desync";
   }
   return "unknown";
 }

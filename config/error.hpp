@@ -24,6 +24,7 @@ enum class errc : uint8_t {
   protocol_error,     ///< a malformed or unexpected frame
   finalized,          ///< the communicator or runtime was already shut down
   internal,           ///< a bug in mccl: please report it
+  desync,             ///< ranks issued different ops at the same sequence number
 };
 
 /// Stable lower-case name of an error code ("peer_lost").

@@ -34,7 +34,7 @@ const char* to_string(decode_status status) noexcept {
 
 namespace {
 
-constexpr uint16_t known_flags = flag_crc;
+constexpr uint16_t known_flags = flag_crc | flag_p2p;
 
 void put_u16(uint8_t* out, uint16_t v) noexcept {
   out[0] = static_cast<uint8_t>(v);
@@ -135,6 +135,9 @@ void encode_header(const frame_header& h, uint8_t* out) noexcept {
   put_u32(out + 28, h.chunk);
   put_u32(out + 32, h.payload_len);
   put_u32(out + 36, h.crc);
+  put_u64(out + 40, h.op_count);
+  put_u32(out + 48, h.op_desc);
+  put_u32(out + 52, h.op_arg);
 }
 
 decode_result decode_header(const uint8_t* in, std::size_t available,
@@ -159,6 +162,9 @@ decode_result decode_header(const uint8_t* in, std::size_t available,
   h.chunk = get_u32(in + 28);
   h.payload_len = get_u32(in + 32);
   h.crc = get_u32(in + 36);
+  h.op_count = get_u64(in + 40);
+  h.op_desc = get_u32(in + 48);
+  h.op_arg = get_u32(in + 52);
   if (m != magic) {
     r.status = decode_status::bad_magic;
     r.reason = "magic " + hex(m, 8) + " is not " + hex(magic, 8) + " (not an mccl peer)";

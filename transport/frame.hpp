@@ -1,5 +1,5 @@
 #pragma once
-/// The wire format: a fixed 40-byte little-endian header followed by
+/// The wire format: a fixed 56-byte little-endian header followed by
 /// payload_len payload bytes. Everything here is encoded and decoded byte by
 /// byte, so the format does not depend on host endianness or struct layout.
 /// Decoders validate every length before anything is allocated, so a hostile
@@ -15,8 +15,8 @@ namespace mccl::wire {
 
 /// 'M','C','C','L' as the first four bytes on the wire.
 constexpr uint32_t magic = 0x4C43434D;
-constexpr uint8_t protocol_version = 1;
-constexpr std::size_t header_size = 40;
+constexpr uint8_t protocol_version = 2;
+constexpr std::size_t header_size = 56;
 /// Hard cap on any payload, whatever the configuration says.
 constexpr uint32_t max_payload_limit = 1u << 30;
 /// Cap on hello, hello_ack, refuse, abort and bye payloads.
@@ -42,6 +42,8 @@ const char* to_string(frame_kind kind) noexcept;
 /// Header flag bits; decode_header rejects any other bit.
 enum frame_flag : uint16_t {
   flag_crc = 1, ///< crc holds crc32c of the payload
+  flag_p2p = 2, ///< a data frame of a point-to-point message: seq is the
+                ///< sender's message number to this peer, aux the tag
 };
 
 /// Decoded header. The meaning of aux, seq, step and chunk is up to the kind.
@@ -55,11 +57,18 @@ struct frame_header {
   uint32_t chunk = 0;
   uint32_t payload_len = 0;
   uint32_t crc = 0;
+  /// Data frames: the op's signature (see collectives/op.hpp), so a rank
+  /// that issued a different op at this seq is detected at the first frame.
+  /// For point-to-point frames op_count is the message's total bytes.
+  uint64_t op_count = 0;
+  uint32_t op_desc = 0; ///< kind | dtype << 8 | redop << 16
+  uint32_t op_arg = 0;
 };
 
 // Layout: magic u32 @0, version u8 @4, kind u8 @5, flags u16 @6,
 // comm_id u32 @8, aux u32 @12, seq u64 @16, step u32 @24, chunk u32 @28,
-// payload_len u32 @32, crc u32 @36.
+// payload_len u32 @32, crc u32 @36, op_count u64 @40, op_desc u32 @48,
+// op_arg u32 @52.
 
 /// Writes header_size bytes to out; the version byte is protocol_version.
 void encode_header(const frame_header& h, uint8_t* out) noexcept;

@@ -83,6 +83,9 @@ frame_header sample(frame_kind kind) {
   h.chunk = 0x0BADF00D;
   h.payload_len = kind == frame_kind::heartbeat ? 0 : (kind == frame_kind::data ? 4096 : 100);
   h.crc = 0xE3069283;
+  h.op_count = 0x0102030405060708ull;
+  h.op_desc = 1;
+  h.op_arg = 0xDEADBEEF;
   return h;
 }
 
@@ -114,11 +117,13 @@ TEST(frame, decode_header_is_noexcept) {
 TEST(frame, exact_byte_layout) {
   auto b = encoded(sample(frame_kind::data));
   const uint8_t want[header_size] = {
-    'M',  'C',  'C',  'L',  1,    4,    0x01, 0x00, // magic version kind flags
+    'M',  'C',  'C',  'L',  2,    4,    0x01, 0x00, // magic version kind flags
     0xD4, 0xC3, 0xB2, 0xA1, 0x04, 0x03, 0x02, 0x01, // comm_id aux
     0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, // seq
     0xBE, 0xBA, 0xFE, 0xCA, 0x0D, 0xF0, 0xAD, 0x0B, // step chunk
     0x00, 0x10, 0x00, 0x00, 0x83, 0x92, 0x06, 0xE3, // payload_len crc
+    0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, // op_count
+    0x01, 0x00, 0x00, 0x00, 0xEF, 0xBE, 0xAD, 0xDE, // op_desc op_arg
   };
   for (std::size_t i = 0; i < header_size; ++i)
     EXPECT_EQ(b[i], want[i]) << "byte " << i;
@@ -141,6 +146,9 @@ TEST(frame, round_trip_every_kind) {
       EXPECT_EQ(r.header.step, h.step);
       EXPECT_EQ(r.header.chunk, h.chunk);
       EXPECT_EQ(r.header.payload_len, h.payload_len);
+      EXPECT_EQ(r.header.op_count, h.op_count);
+      EXPECT_EQ(r.header.op_desc, h.op_desc);
+      EXPECT_EQ(r.header.op_arg, h.op_arg);
       EXPECT_EQ(r.header.crc, h.crc);
     }
   }
@@ -186,10 +194,10 @@ TEST(frame, bad_magic_version_kind_flags_rejected_with_reason) {
   EXPECT_NE(r.reason.find("magic"), std::string::npos) << r.reason;
 
   b = good;
-  b[4] = 2;
+  b[4] = 1;
   r = decode_header(b.data(), b.size(), cfg_max);
   EXPECT_EQ(r.status, decode_status::bad_version);
-  EXPECT_NE(r.reason.find("version 2"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("version 1"), std::string::npos) << r.reason;
 
   for (uint8_t kind : {uint8_t{0}, uint8_t{8}, uint8_t{255}}) {
     b = good;
@@ -199,7 +207,7 @@ TEST(frame, bad_magic_version_kind_flags_rejected_with_reason) {
     EXPECT_NE(r.reason.find("kind " + std::to_string(kind)), std::string::npos) << r.reason;
   }
 
-  for (uint16_t flags : {uint16_t{2}, uint16_t{3}, uint16_t{0x8000}, uint16_t{0xFFFF}}) {
+  for (uint16_t flags : {uint16_t{4}, uint16_t{7}, uint16_t{0x8000}, uint16_t{0xFFFF}}) {
     b = good;
     b[6] = static_cast<uint8_t>(flags);
     b[7] = static_cast<uint8_t>(flags >> 8);

@@ -1,0 +1,254 @@
+/// Algorithms where every block goes straight from its owner to the rank
+/// that needs it: gather, scatter, alltoall(v) and point-to-point send and
+/// receive. One state machine, block_mover, serves them all: it sends a list
+/// of blocks and receives a list of blocks, each chunked, all at once.
+///
+/// Receives do not assume the sender's chunk size (MCCL_CHUNK_BYTES may
+/// differ between ranks): chunks of a block arrive in order on one link,
+/// so each lands after the bytes before it. Every block is at least one
+/// frame, so an empty block is still confirmed and a sender whose size
+/// differs from ours is caught at its first frame.
+
+#include "collectives/builtin.hpp"
+#include "collectives/chunking.hpp"
+
+#include <cstring>
+#include <vector>
+
+namespace mccl::builtin {
+namespace {
+
+struct outgoing_block {
+  int peer;
+  const uint8_t* data;
+  std::size_t bytes;
+};
+
+struct incoming_block {
+  int peer;
+  uint8_t* data;
+  std::size_t bytes;      ///< expected size
+  std::size_t have = 0;   ///< landed so far
+  uint32_t next_chunk = 0;
+  bool done = false;
+};
+
+class block_mover final : public algorithm {
+public:
+  /// `sized`: senders announce each block's size (send_block) and receivers
+  /// check it, for ops whose per-pair sizes are not implied by the op
+  /// signature (alltoallv, point-to-point).
+  block_mover(collective_io& io, const collective_args& a, std::vector<outgoing_block> out,
+              std::vector<incoming_block> in, bool sized, std::string name)
+    : io_(io), a_(a), out_(std::move(out)), in_(std::move(in)), sized_(sized),
+      name_(std::move(name)) {
+    auto ce = chunk_elems_for(a) * dtype_size(a.op.type);
+    chunk_bytes_ = ce == 0 ? 1 : ce;
+  }
+
+  void start() override {
+    for (const auto& b : out_) {
+      auto n = b.bytes == 0 ? 1 : (b.bytes + chunk_bytes_ - 1) / chunk_bytes_;
+      for (std::size_t k = 0; k < n; ++k) {
+        auto off = k * chunk_bytes_;
+        auto len = std::min(chunk_bytes_, b.bytes - off);
+        io_.send_block(b.peer, 0, static_cast<uint32_t>(k), b.data + off, len, b.bytes);
+      }
+    }
+    maybe_finish();
+  }
+
+  void on_chunk(const incoming_chunk& c) override {
+    incoming_block* b = nullptr;
+    for (auto& x : in_)
+      if (x.peer == c.peer && !x.done) {
+        b = &x;
+        break;
+      }
+    if (!b)
+      return io_.fail(errc::protocol_error, "unexpected chunk from rank " + std::to_string(c.peer)
+                                              + " (" + name_ + " expects nothing more from it)");
+    if (sized_ && c.chunk == 0 && c.message_bytes != b->bytes)
+      return io_.fail(errc::invalid_argument, size_mismatch(*b, c.message_bytes));
+    if (c.step != 0 || c.chunk != b->next_chunk)
+      return io_.fail(errc::protocol_error, "chunk " + std::to_string(c.chunk) + " of step "
+                                              + std::to_string(c.step) + " from rank "
+                                              + std::to_string(c.peer) + ", expected chunk "
+                                              + std::to_string(b->next_chunk) + " of step 0");
+    if (c.len > b->bytes - b->have)
+      return io_.fail(sized_ ? errc::invalid_argument : errc::protocol_error,
+                      size_mismatch(*b, b->have + c.len));
+    if (c.len > 0)
+      std::memcpy(b->data + b->have, c.data, c.len);
+    b->have += c.len;
+    ++b->next_chunk;
+    if (b->have == b->bytes)
+      b->done = true;
+    maybe_finish();
+  }
+
+  void on_sent(int, uint32_t, uint32_t) override {}
+
+  std::string where() const override {
+    std::string waiting;
+    for (const auto& b : in_)
+      if (!b.done)
+        waiting += (waiting.empty() ? "" : ", ") + std::to_string(b.peer);
+    return name_ + (waiting.empty() ? ", all blocks received, waiting for sends to complete"
+                                    : ", waiting on rank(s) " + waiting);
+  }
+
+private:
+  std::string size_mismatch(const incoming_block& b, std::size_t theirs) const {
+    auto e = dtype_size(a_.op.type);
+    return "rank " + std::to_string(b.peer) + " sends " + std::to_string(theirs) + " bytes ("
+           + std::to_string(theirs / e) + " x " + to_string(a_.op.type) + ") but this rank expects "
+           + std::to_string(b.bytes) + " bytes (" + std::to_string(b.bytes / e) + " x "
+           + to_string(a_.op.type) + ")";
+  }
+
+  void maybe_finish() {
+    for (const auto& b : in_)
+      if (!b.done)
+        return;
+    if (!finished_) {
+      finished_ = true;
+      io_.finish(); // the hosting actor waits for our sends to leave
+    }
+  }
+
+  collective_io& io_;
+  collective_args a_;
+  std::vector<outgoing_block> out_;
+  std::vector<incoming_block> in_;
+  bool sized_;
+  std::string name_;
+  std::size_t chunk_bytes_;
+  bool finished_ = false;
+};
+
+const uint8_t* cbytes(const void* p) { return static_cast<const uint8_t*>(p); }
+uint8_t* mbytes(void* p) { return static_cast<uint8_t*>(p); }
+
+/// Copies our own block locally (memmove: in-place forms may overlap).
+void copy_own(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0 && dst && src && dst != src)
+    std::memmove(dst, src, bytes);
+}
+
+} // namespace
+
+std::unique_ptr<algorithm> make_gather_linear(collective_io& io, const collective_args& a) {
+  const auto& op = a.op;
+  auto e = op.elem_size();
+  std::vector<outgoing_block> out;
+  std::vector<incoming_block> in;
+  if (a.rank == op.root) {
+    for (int r = 0; r < a.world; ++r)
+      if (r != a.rank)
+        in.push_back({r, mbytes(op.recv) + op.offset_of(r) * e, op.count_of(r) * e});
+    copy_own(mbytes(op.recv) + op.offset_of(a.rank) * e, op.send, op.count_of(a.rank) * e);
+  } else {
+    out.push_back({op.root, cbytes(op.send), op.count_of(a.rank) * e});
+  }
+  return std::make_unique<block_mover>(io, a, std::move(out), std::move(in), false,
+                                       "linear gather to root " + std::to_string(op.root));
+}
+
+std::unique_ptr<algorithm> make_scatter_linear(collective_io& io, const collective_args& a) {
+  const auto& op = a.op;
+  auto e = op.elem_size();
+  std::vector<outgoing_block> out;
+  std::vector<incoming_block> in;
+  if (a.rank == op.root) {
+    for (int r = 0; r < a.world; ++r)
+      if (r != a.rank)
+        out.push_back({r, cbytes(op.send) + op.offset_of(r) * e, op.count_of(r) * e});
+    copy_own(op.recv, cbytes(op.send) + op.offset_of(a.rank) * e, op.count_of(a.rank) * e);
+  } else {
+    in.push_back({op.root, mbytes(op.recv), op.count_of(a.rank) * e});
+  }
+  return std::make_unique<block_mover>(io, a, std::move(out), std::move(in), false,
+                                       "linear scatter from root " + std::to_string(op.root));
+}
+
+namespace {
+
+/// alltoall needs its input intact until every block has left; an in-place
+/// call (send == recv) therefore sends from a copy.
+class alltoall_pairwise final : public algorithm {
+public:
+  alltoall_pairwise(collective_io& io, const collective_args& a) {
+    const auto& op = a.op;
+    auto e = op.elem_size();
+    auto w = static_cast<std::size_t>(a.world);
+    // Send side: counts (or count) per destination; receive side:
+    // recv_counts (or count) per source. Offsets are prefix sums.
+    std::vector<std::size_t> scount(w), rcount(w), soff(w), roff(w);
+    std::size_t stotal = 0, rtotal = 0;
+    for (std::size_t r = 0; r < w; ++r) {
+      scount[r] = op.is_v() ? op.counts[r] : op.count;
+      rcount[r] = op.is_v() ? op.recv_counts[r] : op.count;
+      soff[r] = stotal;
+      roff[r] = rtotal;
+      stotal += scount[r];
+      rtotal += rcount[r];
+    }
+    const uint8_t* src = cbytes(op.send);
+    if (op.send == op.recv && stotal > 0) {
+      copy_.assign(src, src + stotal * e);
+      src = copy_.data();
+    }
+    std::vector<outgoing_block> out;
+    std::vector<incoming_block> in;
+    // Pairwise order: step k talks to rank + k and rank - k, so at every
+    // moment each rank sends to a different destination.
+    for (int k = 1; k < a.world; ++k) {
+      auto to = static_cast<std::size_t>((a.rank + k) % a.world);
+      auto from = static_cast<std::size_t>((a.rank - k + a.world) % a.world);
+      out.push_back({static_cast<int>(to), src + soff[to] * e, scount[to] * e});
+      in.push_back({static_cast<int>(from), mbytes(op.recv) + roff[from] * e, rcount[from] * e});
+    }
+    auto me = static_cast<std::size_t>(a.rank);
+    if (scount[me] != rcount[me])
+      throw error(errc::invalid_argument, "alltoallv: this rank sends itself "
+                                            + std::to_string(scount[me]) + " elements but expects "
+                                            + std::to_string(rcount[me]));
+    copy_own(mbytes(op.recv) + roff[me] * e, src + soff[me] * e, scount[me] * e);
+    mover_ = std::make_unique<block_mover>(io, a, std::move(out), std::move(in), op.is_v(),
+                                           "pairwise alltoall");
+  }
+
+  void start() override { mover_->start(); }
+  void on_chunk(const incoming_chunk& c) override { mover_->on_chunk(c); }
+  void on_sent(int p, uint32_t s, uint32_t c) override { mover_->on_sent(p, s, c); }
+  std::string where() const override { return mover_->where(); }
+
+private:
+  std::vector<uint8_t> copy_;
+  std::unique_ptr<block_mover> mover_;
+};
+
+} // namespace
+
+std::unique_ptr<algorithm> make_alltoall_pairwise(collective_io& io, const collective_args& a) {
+  return std::make_unique<alltoall_pairwise>(io, a);
+}
+
+std::unique_ptr<algorithm> make_p2p_send(collective_io& io, const collective_args& a) {
+  const auto& op = a.op;
+  std::vector<outgoing_block> out{{op.root, cbytes(op.send), op.bytes()}};
+  return std::make_unique<block_mover>(io, a, std::move(out), std::vector<incoming_block>{}, true,
+                                       "send to rank " + std::to_string(op.root) + " tag "
+                                         + std::to_string(op.tag));
+}
+
+std::unique_ptr<algorithm> make_p2p_recv(collective_io& io, const collective_args& a) {
+  const auto& op = a.op;
+  std::vector<incoming_block> in{{op.root, mbytes(op.recv), op.bytes()}};
+  return std::make_unique<block_mover>(io, a, std::vector<outgoing_block>{}, std::move(in), true,
+                                       "recv from rank " + std::to_string(op.root) + " tag "
+                                         + std::to_string(op.tag));
+}
+
+} // namespace mccl::builtin

@@ -1,0 +1,375 @@
+#include "collectives/step_executor.hpp"
+
+#include "collectives/chunking.hpp"
+#include "reducers/reduce.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <tuple>
+
+namespace mccl {
+
+namespace {
+
+/// Disjoint, sorted element ranges [begin, end) of the working buffer that
+/// hold data (as opposed to "still only in the source").
+class written_set {
+public:
+  enum class coverage { none, all, partial };
+
+  coverage covers(std::size_t a, std::size_t b) const {
+    auto i = ranges_.upper_bound(a);
+    if (i != ranges_.begin()) {
+      auto p = std::prev(i);
+      if (p->second > a)
+        return p->second >= b ? coverage::all : coverage::partial;
+    }
+    return i != ranges_.end() && i->first < b ? coverage::partial : coverage::none;
+  }
+
+  /// The unwritten gaps inside [a, b).
+  std::vector<std::pair<std::size_t, std::size_t>> gaps(std::size_t a, std::size_t b) const {
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    auto pos = a;
+    auto i = ranges_.upper_bound(a);
+    if (i != ranges_.begin() && std::prev(i)->second > a)
+      pos = std::prev(i)->second;
+    for (; pos < b; ++i) {
+      auto next = i == ranges_.end() ? b : std::min(b, i->first);
+      if (next > pos)
+        out.emplace_back(pos, next);
+      if (i == ranges_.end())
+        break;
+      pos = std::max(pos, i->second);
+    }
+    return out;
+  }
+
+  void mark(std::size_t a, std::size_t b) {
+    if (a >= b)
+      return;
+    auto i = ranges_.upper_bound(a);
+    if (i != ranges_.begin() && std::prev(i)->second >= a) {
+      --i;
+      a = i->first;
+      b = std::max(b, i->second);
+    }
+    while (i != ranges_.end() && i->first <= b) {
+      b = std::max(b, i->second);
+      i = ranges_.erase(i);
+    }
+    ranges_.emplace(a, b);
+  }
+
+private:
+  std::map<std::size_t, std::size_t> ranges_;
+};
+
+class step_executor final : public algorithm {
+public:
+  step_executor(collective_io& io, const collective_args& a, sched::program prog,
+                program_buffers buf, std::string name)
+    : io_(io), a_(a), prog_(std::move(prog)), buf_(std::move(buf)), name_(std::move(name)),
+      elem_(dtype_size(a.op.type)) {
+    if (!buf_.source)
+      written_.mark(buf_.source_begin, buf_.source_begin + buf_.source_count);
+    build_chunks();
+    build_dependencies();
+  }
+
+  void start() override {
+    for (uint32_t i = 0; i < items_.size(); ++i)
+      if (items_[i].pending == 0 && items_[i].is_send)
+        ready_.push_back(i);
+    drain();
+  }
+
+  void on_chunk(const incoming_chunk& c) override {
+    auto k = recv_index_.find({c.step, c.peer, c.chunk});
+    if (k == recv_index_.end())
+      return io_.fail(errc::protocol_error,
+                      "unexpected chunk " + std::to_string(c.chunk) + " of step " + std::to_string(c.step)
+                        + " from rank " + std::to_string(c.peer) + " (" + name_
+                        + " has no such transfer; do all ranks pass the same count?)");
+    auto& it = items_[k->second];
+    if (it.done || it.has_data)
+      return io_.fail(errc::protocol_error, "duplicate chunk " + std::to_string(c.chunk) + " of step "
+                                              + std::to_string(c.step) + " from rank "
+                                              + std::to_string(c.peer));
+    if (c.len != it.count * elem_)
+      return io_.fail(errc::protocol_error,
+                      "chunk " + std::to_string(c.chunk) + " of step " + std::to_string(c.step)
+                        + " from rank " + std::to_string(c.peer) + " has " + std::to_string(c.len)
+                        + " bytes, expected " + std::to_string(it.count * elem_)
+                        + " (do all ranks pass the same count and dtype?)");
+    it.data = c;
+    it.has_data = true;
+    if (it.pending == 0) {
+      ready_.push_back(k->second);
+      drain();
+    }
+  }
+
+  void on_sent(int peer, uint32_t step, uint32_t chunk) override {
+    auto k = send_index_.find({step, peer, chunk});
+    if (k == send_index_.end())
+      return;
+    complete_item(k->second);
+    drain();
+  }
+
+  std::string where() const override {
+    for (const auto& it : items_)
+      if (!it.is_send && !it.done)
+        return name_ + " step " + std::to_string(it.step + 1) + " of " + std::to_string(prog_.steps.size())
+               + (it.has_data ? ", chunk from rank " + std::to_string(it.peer) + " waiting for earlier steps"
+                              : ", waiting on rank " + std::to_string(it.peer));
+    return name_ + ", all chunks received, waiting for sends to complete";
+  }
+
+private:
+  struct item {
+    bool is_send = false;
+    sched::xfer_kind kind = sched::xfer_kind::send;
+    uint32_t step = 0;
+    int peer = -1;
+    uint32_t wire_chunk = 0;      ///< chunk index on the wire for (step, pair)
+    std::size_t begin = 0;        ///< work elements
+    std::size_t count = 0;
+    int pending = 0;              ///< unmet dependencies
+    std::vector<uint32_t> dependents;
+    bool done = false;            ///< sent (left the buffer) / applied
+    bool has_data = false;
+    incoming_chunk data;
+  };
+  using key = std::tuple<uint32_t, int, uint32_t>; // step, peer, wire chunk
+
+  std::size_t work_elems() const {
+    std::size_t n = 0;
+    for (const auto& b : buf_.block_elems)
+      n = std::max(n, b.begin + b.count);
+    return n;
+  }
+
+  void build_chunks() {
+    auto chunk_elems = chunk_elems_for(a_);
+    std::map<std::tuple<uint32_t, int, bool>, uint32_t> next_id;
+    for (uint32_t s = 0; s < prog_.steps.size(); ++s)
+      for (const auto& x : prog_.steps[s].xfers) {
+        const auto& first = buf_.block_elems.at(static_cast<std::size_t>(x.first_block));
+        const auto& last =
+          buf_.block_elems.at(static_cast<std::size_t>(x.first_block + x.block_count - 1));
+        sched::range r{first.begin, last.begin + last.count - first.begin};
+        bool is_send = x.kind == sched::xfer_kind::send;
+        auto n = sched::chunk_count(r.count, chunk_elems);
+        for (std::size_t k = 0; k < n; ++k) {
+          auto c = sched::chunk_range(r, chunk_elems, k);
+          item it;
+          it.is_send = is_send;
+          it.kind = x.kind;
+          it.step = s;
+          it.peer = x.peer;
+          it.wire_chunk = next_id[{s, x.peer, is_send}]++;
+          it.begin = c.begin;
+          it.count = c.count;
+          auto index = static_cast<uint32_t>(items_.size());
+          (is_send ? send_index_ : recv_index_)[{s, x.peer, it.wire_chunk}] = index;
+          items_.push_back(std::move(it));
+        }
+      }
+  }
+
+  /// Dependencies from the program's semantics, found with one sweep over
+  /// the steps and a map of the buffer's segments: for each segment, the
+  /// receive that last wrote it and the sends that read it since.
+  void build_dependencies() {
+    struct segment {
+      std::size_t end;
+      int writer = -1;
+      std::vector<uint32_t> readers;
+    };
+    std::map<std::size_t, segment> segs;
+    segs.emplace(0, segment{std::max<std::size_t>(work_elems(), 1), -1, {}});
+    auto split = [&](std::size_t pos) {
+      auto i = segs.upper_bound(pos);
+      if (i == segs.begin())
+        return;
+      --i;
+      if (i->first == pos || i->second.end <= pos)
+        return;
+      segment tail = i->second;
+      i->second.end = pos;
+      segs.emplace(pos, std::move(tail));
+    };
+    auto visit = [&](const item& it, auto&& f) {
+      split(it.begin);
+      split(it.begin + it.count);
+      for (auto i = segs.find(it.begin); i != segs.end() && i->first < it.begin + it.count; ++i)
+        f(i->second);
+    };
+    std::vector<uint32_t> deps;
+    auto link = [&](uint32_t to) {
+      std::sort(deps.begin(), deps.end());
+      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+      for (auto d : deps)
+        if (d != to) {
+          items_[d].dependents.push_back(to);
+          ++items_[to].pending;
+        }
+      deps.clear();
+    };
+    std::size_t i = 0;
+    while (i < items_.size()) {
+      auto step = items_[i].step;
+      std::size_t end = i;
+      while (end < items_.size() && items_[end].step == step)
+        ++end;
+      // Sends of a step read the state before the step's receives.
+      for (auto j = i; j < end; ++j)
+        if (items_[j].is_send) {
+          visit(items_[j], [&](segment& s) {
+            if (s.writer >= 0)
+              deps.push_back(static_cast<uint32_t>(s.writer));
+            s.readers.push_back(static_cast<uint32_t>(j));
+          });
+          link(static_cast<uint32_t>(j));
+        }
+      for (auto j = i; j < end; ++j)
+        if (!items_[j].is_send) {
+          visit(items_[j], [&](segment& s) {
+            if (s.writer >= 0)
+              deps.push_back(static_cast<uint32_t>(s.writer));
+            deps.insert(deps.end(), s.readers.begin(), s.readers.end());
+            s.writer = static_cast<int>(j);
+            s.readers.clear();
+          });
+          link(static_cast<uint32_t>(j));
+        }
+      i = end;
+    }
+  }
+
+  /// Makes [a, b) of the working buffer hold data, copying unwritten parts
+  /// from the source.
+  void materialize(std::size_t a, std::size_t b) {
+    for (auto [g0, g1] : written_.gaps(a, b)) {
+      if (!buf_.source || g0 < buf_.source_begin || g1 > buf_.source_begin + buf_.source_count)
+        throw error(errc::internal, name_ + " reads elements " + std::to_string(g0) + ".."
+                                      + std::to_string(g1) + " before they hold data");
+      std::memcpy(buf_.work + g0 * elem_, buf_.source + (g0 - buf_.source_begin) * elem_,
+                  (g1 - g0) * elem_);
+    }
+    written_.mark(a, b);
+  }
+
+  /// Where the current value of [a, b) can be read.
+  const uint8_t* readable(std::size_t a, std::size_t b) {
+    auto cov = written_.covers(a, b);
+    if (cov == written_set::coverage::none && buf_.source && a >= buf_.source_begin
+        && b <= buf_.source_begin + buf_.source_count)
+      return buf_.source + (a - buf_.source_begin) * elem_;
+    materialize(a, b);
+    return buf_.work + a * elem_;
+  }
+
+  void issue(item& it) {
+    auto p = readable(it.begin, it.begin + it.count);
+    io_.send(it.peer, it.step, it.wire_chunk, p, it.count * elem_);
+  }
+
+  void apply(item& it) {
+    auto a = it.begin, b = it.begin + it.count;
+    auto dst = buf_.work + a * elem_;
+    if (it.kind == sched::xfer_kind::recv_copy) {
+      std::memcpy(dst, it.data.data, it.data.len);
+    } else {
+      auto cov = written_.covers(a, b);
+      if (cov == written_set::coverage::none && buf_.source && a >= buf_.source_begin
+          && b <= buf_.source_begin + buf_.source_count) {
+        // First touch of an out-of-place op: combine the input with the
+        // incoming data straight into the working buffer.
+        reduce3(a_.op.op, a_.op.type, dst, buf_.source + (a - buf_.source_begin) * elem_,
+                it.data.data, it.count);
+      } else {
+        materialize(a, b);
+        reduce(a_.op.op, a_.op.type, dst, it.data.data, it.count);
+      }
+    }
+    written_.mark(a, b);
+    it.data = incoming_chunk{}; // the staging buffer goes back to the pool
+    it.has_data = false;
+  }
+
+  void complete_item(uint32_t index) {
+    auto& it = items_[index];
+    if (it.done)
+      return;
+    it.done = true;
+    ++done_;
+    for (auto d : it.dependents) {
+      auto& dep = items_[d];
+      if (--dep.pending == 0 && (dep.is_send || dep.has_data))
+        ready_.push_back(d);
+    }
+  }
+
+  /// Runs everything that became ready, iteratively (a long pipeline would
+  /// otherwise recurse once per chunk).
+  void drain() {
+    while (!ready_.empty()) {
+      auto index = ready_.front();
+      ready_.pop_front();
+      auto& it = items_[index];
+      if (it.is_send) {
+        issue(it); // done once the link reports it sent
+      } else {
+        apply(it);
+        complete_item(index);
+      }
+    }
+    if (done_ == items_.size() && !finished_)
+      finish();
+  }
+
+  void finish() {
+    finished_ = true;
+    for (int b : prog_.result_blocks) {
+      const auto& r = buf_.block_elems.at(static_cast<std::size_t>(b));
+      if (r.count > 0)
+        materialize(r.begin, r.begin + r.count);
+    }
+    for (const auto& r : buf_.average)
+      if (r.count > 0)
+        finish_avg(a_.op.type, buf_.work + r.begin * elem_, r.count, a_.world);
+    for (const auto& o : buf_.outputs)
+      if (o.count > 0 && o.dst != buf_.work + o.begin * elem_)
+        std::memcpy(o.dst, buf_.work + o.begin * elem_, o.count * elem_);
+    io_.finish();
+  }
+
+  collective_io& io_;
+  collective_args a_;
+  sched::program prog_;
+  program_buffers buf_;
+  std::string name_;
+  std::size_t elem_;
+  std::vector<item> items_;
+  std::map<key, uint32_t> send_index_;
+  std::map<key, uint32_t> recv_index_;
+  written_set written_;
+  std::deque<uint32_t> ready_;
+  std::size_t done_ = 0;
+  bool finished_ = false;
+};
+
+} // namespace
+
+std::unique_ptr<algorithm> make_step_executor(collective_io& io, const collective_args& args,
+                                              sched::program prog, program_buffers buffers,
+                                              std::string name) {
+  return std::make_unique<step_executor>(io, args, std::move(prog), std::move(buffers),
+                                         std::move(name));
+}
+
+} // namespace mccl
