@@ -1,8 +1,9 @@
 #pragma once
 /// One transport connection to one peer, as a link actor sees it: a byte
 /// stream with non-blocking reads and gathered writes, plus a way to be told
-/// when it is worth trying again. TCP implements it now; shared memory, RDMA
-/// and the simulated network implement the same interface later.
+/// when it is worth trying again. TCP implements it, and so does the
+/// simulated network for deterministic tests (sim_network.hpp); shared memory
+/// and RDMA implement the same interface later.
 ///
 /// Threading: read_some / write_some / close are called from the owning link
 /// actor only (one thread at a time). notify_when_ready's callback runs on
