@@ -77,7 +77,7 @@ caf::behavior recording_actor(std::shared_ptr<recorder> rec) {
     [rec](link_down_atom, int peer, const std::string& why, bool graceful, uint64_t issued) {
       rec->downs.push_back({peer, why, graceful, issued});
     },
-    [rec](peer_abort_atom, int origin, const std::string& reason) {
+    [rec](peer_abort_atom, int origin, const std::string& reason, errc) {
       rec->aborts.emplace_back(origin, reason);
     },
   };
@@ -218,13 +218,16 @@ TEST_F(LinkActorSim, OneFrameMessageByMessage) {
   EXPECT_FALSE(sched.has_job());
   ASSERT_EQ(net.pending(), (std::vector<sim_pipe_id>{{0, 1, mccl::wire::header_size + 20}}));
 
-  // 60 bytes, 7 at a time: the 40-byte header arrives in six pieces and the
-  // last header piece shares a delivery with the first payload bytes. Every
-  // delivery wakes link_b exactly once; only the last one completes the frame.
-  for (int i = 0; i < 9; ++i) {
-    ASSERT_EQ(net.deliver(0, 1, 7), i < 8 ? 7u : 4u);
+  // Header plus 20 payload bytes, 7 at a time: the header arrives in
+  // several pieces and its last piece shares a delivery with the first
+  // payload bytes. Every delivery wakes link_b exactly once; only the last
+  // one completes the frame.
+  constexpr std::size_t total = mccl::wire::header_size + 20;
+  constexpr int deliveries = static_cast<int>((total + 6) / 7);
+  for (int i = 0; i < deliveries; ++i) {
+    ASSERT_EQ(net.deliver(0, 1, 7), i + 1 < deliveries ? 7u : total - 7 * (deliveries - 1));
     expect((ready_atom, bool), from(_).to(link_b).with(_, false));
-    if (i < 8) {
+    if (i + 1 < deliveries) {
       EXPECT_FALSE(sched.has_job()) << "after delivery " << i;
     }
   }
@@ -401,7 +404,8 @@ TEST_F(LinkActorSim, BrokenLinkIsReportedOnBothSides) {
 
 // An ABORT frame from rank 0 reaches rank 1's progress actor with its reason.
 TEST_F(LinkActorSim, AbortReachesThePeersProgressActor) {
-  caf::anon_send(link_a, mccl::actors::abort_atom::value, 0, std::string("out of patience"));
+  caf::anon_send(link_a, mccl::actors::abort_atom::value, 0, std::string("out of patience"),
+                 errc::aborted);
   sched.run();
   EXPECT_TRUE(progress_b->aborts.empty());
   trickle(7);
