@@ -131,30 +131,46 @@ void link_actor::on_route(uint64_t seq, caf::actor c) {
 }
 
 void link_actor::on_post_recv(uint32_t tag, uint64_t op_id, caf::actor receiver) {
-  // The oldest unexpected message with this tag is the match (message
-  // numbers grow in the order the peer sent them).
-  for (auto i = unexpected_.begin(); i != unexpected_.end(); ++i) {
-    if (i->second.tag != tag)
-      continue;
-    for (auto& chunk : i->second.chunks) {
-      early_bytes_ -= chunk.header.payload_len;
-      send(receiver, chunk_atom::value, std::move(chunk));
-    }
-    p2p_routes_[i->first] = p2p_route{op_id, std::move(receiver)};
-    unexpected_.erase(i);
-    return;
-  }
+  posted_.push_back(posted_recv{tag, op_id, receiver});
+  match_p2p();
   if (closed_) {
-    send(receiver, fail_atom::value, errc::peer_lost,
-         peer_abort_reason_.empty() ? "rank " + std::to_string(init_.peer)
-                                        + " sent no matching message before its link closed: "
-                                        + close_reason_
-                                    : peer_abort_reason_);
+    // Whatever was not matched now never will be.
+    for (auto i = posted_.begin(); i != posted_.end(); ++i)
+      if (i->op_id == op_id) {
+        send(receiver, fail_atom::value, errc::peer_lost,
+             peer_abort_reason_.empty() ? "rank " + std::to_string(init_.peer)
+                                            + " sent no matching message before its link closed: "
+                                            + close_reason_
+                                        : peer_abort_reason_);
+        posted_.erase(i);
+        break;
+      }
     return;
   }
-  posted_.push_back(posted_recv{tag, op_id, std::move(receiver)});
   last_activity_ = clock::now();
   kick();
+}
+
+void link_actor::match_p2p() {
+  // Oldest receive first; each takes the lowest-numbered unexpected message
+  // with its tag among those below seen_prefix_ (no earlier message with
+  // that tag can still be on its way).
+  for (auto p = posted_.begin(); p != posted_.end();) {
+    auto m = unexpected_.begin();
+    while (m != unexpected_.end() && m->first < seen_prefix_ && m->second.tag != p->tag)
+      ++m;
+    if (m == unexpected_.end() || m->first >= seen_prefix_) {
+      ++p;
+      continue;
+    }
+    for (auto& chunk : m->second.chunks) {
+      early_bytes_ -= chunk.header.payload_len;
+      send(p->receiver, chunk_atom::value, std::move(chunk));
+    }
+    p2p_routes_[m->first] = p2p_route{p->op_id, p->receiver};
+    unexpected_.erase(m);
+    p = posted_.erase(p);
+  }
 }
 
 void link_actor::on_unpost(uint64_t op_id) {
@@ -174,24 +190,20 @@ void link_actor::dispatch_p2p(rx_chunk chunk) {
     send(r->second.receiver, chunk_atom::value, std::move(chunk));
     return;
   }
-  auto u = unexpected_.find(msg);
-  if (u == unexpected_.end()) {
-    // The first chunk of a new message: match it now if a receive waits.
-    for (auto p = posted_.begin(); p != posted_.end(); ++p) {
-      if (p->tag != chunk.header.aux)
-        continue;
-      auto receiver = std::move(p->receiver);
-      p2p_routes_[msg] = p2p_route{p->op_id, receiver};
-      posted_.erase(p);
-      send(receiver, chunk_atom::value, std::move(chunk));
-      return;
-    }
-  }
   if (!keep_early(chunk.header.payload_len, msg, "point-to-point messages nobody received yet"))
     return;
+  bool first = unexpected_.find(msg) == unexpected_.end();
   auto& slot = unexpected_[msg];
   slot.tag = chunk.header.aux;
   slot.chunks.push_back(std::move(chunk));
+  if (!first || msg < seen_prefix_)
+    return;
+  seen_ahead_.insert(msg);
+  while (!seen_ahead_.empty() && *seen_ahead_.begin() == seen_prefix_) {
+    seen_ahead_.erase(seen_ahead_.begin());
+    ++seen_prefix_;
+  }
+  match_p2p();
 }
 
 bool link_actor::keep_early(std::size_t bytes, uint64_t seq, const char* what) {

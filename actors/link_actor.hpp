@@ -10,9 +10,12 @@
 ///   collective actor registered for its sequence number (buffering chunks
 ///   of ops this rank has not started yet);
 /// - point-to-point matching: a peer's messages carry its own message
-///   numbers and a tag; each is matched, in the order the peer sent them,
-///   to the oldest receive posted here for that tag, or kept as unexpected
-///   until one is posted (MPI's non-overtaking rule, per tag);
+///   numbers (dense, in the order its sends were issued) and a tag. A
+///   receive posted here for a tag matches the lowest-numbered unmatched
+///   message with that tag, once every lower-numbered message has been seen
+///   (their frames can arrive out of order, since each send is its own
+///   actor) — MPI's non-overtaking rule, per tag. Unmatched messages wait
+///   as unexpected;
 /// - liveness: heartbeats when idle; EOF, socket errors, malformed frames and
 ///   CRC mismatches are reported to the progress actor (link_down_atom);
 ///   ABORT frames from the peer are passed on (peer_abort_atom).
@@ -33,6 +36,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -84,6 +88,7 @@ private:
   void on_post_recv(uint32_t tag, uint64_t op_id, caf::actor receiver);
   void on_unpost(uint64_t op_id);
   void dispatch_p2p(rx_chunk chunk);
+  void match_p2p();
   bool keep_early(std::size_t bytes, uint64_t seq, const char* what);
   void on_shutdown(uint64_t issued);
   void on_tick();
@@ -143,6 +148,8 @@ private:
     caf::actor receiver;
   };
   std::unordered_map<uint64_t, p2p_route> p2p_routes_; ///< by message number
+  uint64_t seen_prefix_ = 0;      ///< every message below this has been seen
+  std::set<uint64_t> seen_ahead_; ///< seen messages at or above seen_prefix_
 
   // progress state
   bool poll_queued_ = false;

@@ -43,6 +43,8 @@ public:
       io_.finish();
   }
 
+  bool receives() const override { return parent_ >= 0; }
+
   std::string where() const override {
     return std::string(shape_) + " broadcast from root " + std::to_string(a_.op.root) + ", "
            + std::to_string(received_) + " of " + std::to_string(chunks_) + " chunks in"

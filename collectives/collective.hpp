@@ -71,6 +71,12 @@ public:
   virtual void on_chunk(const incoming_chunk& c) = 0;
   virtual void on_sent(int /*peer*/, uint32_t /*step*/, uint32_t /*chunk*/) {}
 
+  /// False when this rank receives nothing in this op (a broadcast root, a
+  /// leaf of a reduce tree). Such a rank then completes only once every
+  /// peer it sent to confirmed that it runs the same op, so a mismatch is
+  /// an error on every rank, not only on the receivers.
+  virtual bool receives() const { return true; }
+
   /// Where the state machine stands, for error messages:
   /// "step 3 of 6 (reduce-scatter), waiting on rank 2".
   virtual std::string where() const = 0;

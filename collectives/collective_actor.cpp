@@ -61,6 +61,13 @@ caf::behavior collective_actor::make_behavior() {
           auto mismatch = check_signature(c);
           if (!mismatch.empty())
             return fail(errc::desync, mismatch);
+          if (c.header.flags & wire::flag_ack) {
+            if (acks_pending_ > 0)
+              --acks_pending_;
+            return maybe_report_success();
+          }
+          if (c.header.flags & wire::flag_ack_request)
+            send_frame(c.peer, ack_step, 0, nullptr, 0, signature_.count, wire::flag_ack);
         }
         incoming_chunk in;
         in.message_bytes = c.header.op_count;
@@ -96,6 +103,20 @@ void collective_actor::send(int peer, uint32_t step, uint32_t chunk, const void*
 
 void collective_actor::send_block(int peer, uint32_t step, uint32_t chunk, const void* data,
                                   std::size_t bytes, uint64_t block_bytes) {
+  uint16_t flags = 0;
+  if (!p2p() && algo_ && !algo_->receives()) {
+    ack_requested_.resize(init_.links.size());
+    if (peer >= 0 && peer < static_cast<int>(ack_requested_.size()) && !ack_requested_[peer]) {
+      ack_requested_[peer] = true;
+      ++acks_pending_;
+      flags = wire::flag_ack_request;
+    }
+  }
+  send_frame(peer, step, chunk, data, bytes, block_bytes, flags);
+}
+
+void collective_actor::send_frame(int peer, uint32_t step, uint32_t chunk, const void* data,
+                                  std::size_t bytes, uint64_t block_bytes, uint16_t flags) {
   if (reported_)
     return;
   if (peer < 0 || peer >= static_cast<int>(init_.links.size()) || !init_.links[peer])
@@ -109,6 +130,7 @@ void collective_actor::send_block(int peer, uint32_t step, uint32_t chunk, const
   req.header.op_desc = pack_desc(signature_);
   req.header.op_arg = signature_.arg;
   req.header.op_count = block_bytes;
+  req.header.flags = flags;
   if (p2p()) {
     req.header.flags = wire::flag_p2p;
     req.header.aux = init_.args.op.tag;
@@ -128,7 +150,7 @@ void collective_actor::finish() {
 }
 
 void collective_actor::maybe_report_success() {
-  if (finished_ && outstanding_sends_ == 0 && !reported_)
+  if (finished_ && outstanding_sends_ == 0 && acks_pending_ == 0 && !reported_)
     report(errc::none, {});
 }
 

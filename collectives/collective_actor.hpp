@@ -51,6 +51,11 @@ private:
   template <class F>
   void guarded(F&& f);
   void maybe_report_success();
+  /// Queues one frame at the link to `peer` (flags: wire::frame_flag bits).
+  void send_frame(int peer, uint32_t step, uint32_t chunk, const void* data, std::size_t bytes,
+                  uint64_t block_bytes, uint16_t flags);
+  /// The step number of ack frames (no algorithm uses it).
+  static constexpr uint32_t ack_step = 0xFFFFFFFFu;
   void report(errc code, std::string message);
   std::string describe_op() const;
   /// Empty when the chunk's op signature matches ours, else the desync error.
@@ -64,6 +69,8 @@ private:
   op_signature signature_;
   std::size_t outstanding_sends_ = 0;
   bool finished_ = false;
+  std::vector<bool> ack_requested_; ///< by peer: our first frame asked for an ack
+  std::size_t acks_pending_ = 0;
   bool reported_ = false;
 };
 

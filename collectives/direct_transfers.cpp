@@ -52,7 +52,10 @@ public:
       for (std::size_t k = 0; k < n; ++k) {
         auto off = k * chunk_bytes_;
         auto len = std::min(chunk_bytes_, b.bytes - off);
-        io_.send_block(b.peer, 0, static_cast<uint32_t>(k), b.data + off, len, b.bytes);
+        if (sized_)
+          io_.send_block(b.peer, 0, static_cast<uint32_t>(k), b.data + off, len, b.bytes);
+        else
+          io_.send(b.peer, 0, static_cast<uint32_t>(k), b.data + off, len);
       }
     }
     maybe_finish();
@@ -88,6 +91,8 @@ public:
   }
 
   void on_sent(int, uint32_t, uint32_t) override {}
+
+  bool receives() const override { return !in_.empty(); }
 
   std::string where() const override {
     std::string waiting;

@@ -119,6 +119,13 @@ public:
     drain();
   }
 
+  bool receives() const override {
+    for (const auto& it : items_)
+      if (!it.is_send)
+        return true;
+    return false;
+  }
+
   std::string where() const override {
     for (const auto& it : items_)
       if (!it.is_send && !it.done)

@@ -34,7 +34,7 @@ const char* to_string(decode_status status) noexcept {
 
 namespace {
 
-constexpr uint16_t known_flags = flag_crc | flag_p2p;
+constexpr uint16_t known_flags = flag_crc | flag_p2p | flag_ack_request | flag_ack;
 
 void put_u16(uint8_t* out, uint16_t v) noexcept {
   out[0] = static_cast<uint8_t>(v);

@@ -44,6 +44,9 @@ enum frame_flag : uint16_t {
   flag_crc = 1, ///< crc holds crc32c of the payload
   flag_p2p = 2, ///< a data frame of a point-to-point message: seq is the
                 ///< sender's message number to this peer, aux the tag
+  flag_ack_request = 4, ///< the sender receives nothing in this op: confirm
+                        ///< that the op matches (see collective_actor)
+  flag_ack = 8,         ///< that confirmation: an empty data frame
 };
 
 /// Decoded header. The meaning of aux, seq, step and chunk is up to the kind.

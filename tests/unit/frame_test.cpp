@@ -207,7 +207,7 @@ TEST(frame, bad_magic_version_kind_flags_rejected_with_reason) {
     EXPECT_NE(r.reason.find("kind " + std::to_string(kind)), std::string::npos) << r.reason;
   }
 
-  for (uint16_t flags : {uint16_t{4}, uint16_t{7}, uint16_t{0x8000}, uint16_t{0xFFFF}}) {
+  for (uint16_t flags : {uint16_t{16}, uint16_t{31}, uint16_t{0x8000}, uint16_t{0xFFFF}}) {
     b = good;
     b[6] = static_cast<uint8_t>(flags);
     b[7] = static_cast<uint8_t>(flags >> 8);
