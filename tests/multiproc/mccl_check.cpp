@@ -176,6 +176,73 @@ int run_finalize_alone(mccl::communicator& comm) {
   return 0;
 }
 
+/// Every collective once per count, plus a point-to-point ring and a split,
+/// across real processes; int64 sums, so every result is exact.
+int run_ops(mccl::communicator& comm, const std::vector<std::size_t>& counts) {
+  const int n = comm.size(), r = comm.rank();
+  auto value = [](int rank, std::size_t i) { return static_cast<int64_t>(rank) * 1000003 + static_cast<int64_t>(i); };
+  auto fail = [&](const char* op, std::size_t count, std::size_t i, int64_t got, int64_t want) {
+    std::fprintf(stderr, "rank %d: %s count %zu: element %zu is %lld, expected %lld\n", r, op, count, i,
+                 static_cast<long long>(got), static_cast<long long>(want));
+    ++failures;
+  };
+  auto sum_of = [&](std::size_t i) {
+    int64_t s = 0;
+    for (int k = 0; k < n; ++k)
+      s += value(k, i);
+    return s;
+  };
+  for (auto count : counts) {
+    std::vector<int64_t> mine(count), all(count * n), out(count * n), big(count * n);
+    for (std::size_t i = 0; i < count; ++i)
+      mine[i] = value(r, i);
+    for (std::size_t i = 0; i < count * n; ++i)
+      big[i] = value(r, i);
+    comm.allgather(mine.data(), all.data(), count, mccl::dtype::int64).wait();
+    for (int k = 0; k < n; ++k)
+      for (std::size_t i = 0; i < count; ++i)
+        if (all[k * count + i] != value(k, i)) { fail("allgather", count, i, all[k * count + i], value(k, i)); break; }
+    std::vector<int64_t> part(count);
+    comm.reduce_scatter(big.data(), part.data(), count, mccl::dtype::int64).wait();
+    for (std::size_t i = 0; i < count; ++i)
+      if (part[i] != sum_of(r * count + i)) { fail("reduce_scatter", count, i, part[i], sum_of(r * count + i)); break; }
+    std::vector<int64_t> red(count, -1);
+    comm.reduce(mine.data(), red.data(), count, mccl::dtype::int64, mccl::redop::sum, n - 1).wait();
+    if (r == n - 1)
+      for (std::size_t i = 0; i < count; ++i)
+        if (red[i] != sum_of(i)) { fail("reduce", count, i, red[i], sum_of(i)); break; }
+    comm.alltoall(big.data(), out.data(), count, mccl::dtype::int64).wait();
+    for (int k = 0; k < n; ++k)
+      for (std::size_t i = 0; i < count; ++i)
+        if (out[k * count + i] != value(k, r * count + i)) { fail("alltoall", count, i, out[k * count + i], value(k, r * count + i)); break; }
+    comm.gather(mine.data(), out.data(), count, mccl::dtype::int64, 0).wait();
+    if (r == 0)
+      for (int k = 0; k < n; ++k)
+        for (std::size_t i = 0; i < count; ++i)
+          if (out[k * count + i] != value(k, i)) { fail("gather", count, i, out[k * count + i], value(k, i)); break; }
+    std::vector<int64_t> piece(count);
+    comm.scatter(big.data(), piece.data(), count, mccl::dtype::int64, 0).wait();
+    for (std::size_t i = 0; i < count; ++i)
+      if (piece[i] != value(0, r * count + i)) { fail("scatter", count, i, piece[i], value(0, r * count + i)); break; }
+    if (n > 1) { // a ring of tagged messages, receive posted first
+      std::vector<int64_t> got(count, -1);
+      auto rx = comm.recv(got.data(), count, (r + n - 1) % n, 7);
+      auto tx = comm.send(mine.data(), count, (r + 1) % n, 7);
+      tx.wait();
+      rx.wait();
+      for (std::size_t i = 0; i < count; ++i)
+        if (got[i] != value((r + n - 1) % n, i)) { fail("send/recv", count, i, got[i], value((r + n - 1) % n, i)); break; }
+    }
+  }
+  auto half = comm.split(r % 2, r);
+  int64_t one = 1;
+  half.allreduce(&one, 1).wait();
+  if (one != half.size()) fail("split allreduce", 1, 0, one, half.size());
+  half.finalize();
+  std::printf("rank %d: ops: %d failure(s)\n", r, failures);
+  return failures ? 1 : 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -194,6 +261,7 @@ int main(int argc, char** argv) {
     if (mode == "allreduce") rc = run_allreduce(comm, counts);
     else if (mode == "broadcast") rc = run_broadcast(comm, counts);
     else if (mode == "barrier") rc = run_barrier(comm);
+    else if (mode == "ops") rc = run_ops(comm, counts);
     else if (mode == "stress") rc = run_stress(comm, counts.empty() ? (1u << 22) : counts[0]);
     else if (mode == "finalize-alone") rc = run_finalize_alone(comm);
     else std::fprintf(stderr, "mccl_check: unknown mode %s\n", mode.c_str());
