@@ -1,8 +1,8 @@
 #pragma once
 /// Element-wise reduction kernels used by the collectives. Buffers may have
-/// any byte alignment (a chunk can start anywhere in a receive buffer);
-/// aligned buffers take the vectorised path, others go through a small
-/// aligned bounce buffer.
+/// any byte alignment (a chunk can start anywhere in a receive buffer). The
+/// loops are vectorised for every dtype, for the best instruction set the
+/// running CPU has (chosen at run time; the library needs only x86-64).
 
 #include <cstddef>
 #include <cstdint>
@@ -25,8 +25,11 @@ std::string check_reduction(redop op, dtype t);
 
 /// dst[i] = dst[i] (op) src[i] for i < n. For avg this accumulates a sum
 /// (see finish_avg). Integer sum/prod wrap modulo 2^bits; float min/max
-/// propagate NaN. bool: sum/max/bor = or, prod/min/band = and, bxor = xor,
-/// results are 0/1 whatever non-zero byte an input held.
+/// propagate NaN. float16/bfloat16 are computed in float32 and each result is
+/// rounded to nearest even (overflow to inf, NaN stays a quiet NaN; see
+/// reducers/half.hpp for the same conversions in scalar form). bool:
+/// sum/max/bor = or, prod/min/band = and, bxor = xor, results are 0/1
+/// whatever non-zero byte an input held.
 /// Preconditions: src and dst do not overlap; null pointers only with n == 0.
 /// Throws mccl::error (unsupported or invalid_argument) when
 /// check_reduction(op, t) is not empty.
@@ -37,7 +40,8 @@ void reduce(redop op, dtype t, void* dst, const void* src, std::size_t n);
 void reduce3(redop op, dtype t, void* dst, const void* a, const void* b, std::size_t n);
 
 /// Turns a sum accumulated with redop::avg into the mean over `world`
-/// contributions: floats divide, integers use truncating division.
+/// contributions: floats divide (float16/bfloat16 in float32, rounded to
+/// nearest even), integers use truncating division.
 /// Throws mccl::error(invalid_argument) for world < 1 or a dtype avg does
 /// not support.
 void finish_avg(dtype t, void* dst, std::size_t n, int world);

@@ -12,7 +12,7 @@ set -euo pipefail
 # Debian packages a fresh machine needs; extend here, nowhere else.
 REQUIRED_PACKAGES=(
   build-essential cmake pkg-config
-  libcaf-dev libboost-dev libisal-dev libibverbs-dev
+  libcaf-dev libboost-dev libisal-dev libibverbs-dev libhwy-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3
 )

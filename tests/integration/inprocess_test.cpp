@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "reducers/half.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -55,6 +57,34 @@ mccl::config_overrides quick() {
 }
 
 } // namespace
+
+// float16/bfloat16 through the one-shot and ring paths (rounding itself is
+// covered by the reducer unit tests; these sums and means are exact).
+TEST(InProcess, AllreduceSixteenBitFloats) {
+  mccl::runtime rt;
+  for (int world : {2, 3})
+    for (std::size_t count : {std::size_t{7}, std::size_t{262147}})
+      for (auto type : {mccl::dtype::float16, mccl::dtype::bfloat16}) {
+        auto enc = [type](float x) {
+          return type == mccl::dtype::float16 ? mccl::float_to_f16(x) : mccl::float_to_bf16(x);
+        };
+        run_ranks(rt, world, quick(), [&](mccl::communicator& comm) {
+          std::vector<uint16_t> sum(count);
+          for (std::size_t i = 0; i < count; ++i)
+            sum[i] = enc(static_cast<float>((comm.rank() + 1) * static_cast<int>(i % 5)));
+          auto mean = sum;
+          comm.allreduce(sum.data(), count, type, mccl::redop::sum).wait();
+          comm.allreduce(mean.data(), count, type, mccl::redop::avg).wait();
+          const int ranks = world * (world + 1) / 2;
+          for (std::size_t i = 0; i < count; ++i) {
+            const auto total = static_cast<float>(ranks * static_cast<int>(i % 5));
+            ASSERT_EQ(sum[i], enc(total)) << mccl::to_string(type) << " world " << world;
+            ASSERT_EQ(mean[i], enc(total / static_cast<float>(world)))
+                << mccl::to_string(type) << " world " << world;
+          }
+        });
+      }
+}
 
 TEST(InProcess, AllreduceEveryWorldAndAlgorithm) {
   mccl::runtime rt;

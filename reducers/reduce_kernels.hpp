@@ -1,0 +1,26 @@
+#pragma once
+/// Internal: the vectorised element loops behind reduce.hpp. They are built
+/// for several x86 instruction sets (Google Highway, reduce_kernels.cpp) and
+/// the best one the running CPU supports is picked on first use, so the
+/// library itself needs only baseline x86-64. Callers validate (op, dtype)
+/// and pointers first; see reduce.hpp for the semantics.
+
+#include <cstddef>
+
+#include "reducers/dtype.hpp"
+#include "reducers/reduce.hpp"
+
+namespace mccl::detail {
+
+/// dst = a op b over n elements. Any byte alignment; dst may be exactly a
+/// and/or b. Returns false when there is no kernel for (op, t).
+bool reduce_kernel(redop op, dtype t, void* dst, const void* a, const void* b, std::size_t n);
+
+/// dst[i] /= world for the floating dtypes (float16/bfloat16 divide in
+/// float32 and round to nearest even). Returns false for other dtypes.
+bool divide_float_kernel(dtype t, void* dst, std::size_t n, int world);
+
+/// Name of the instruction set the kernels run with, e.g. "AVX3" or "AVX2".
+const char* reduce_kernel_target();
+
+} // namespace mccl::detail
