@@ -4,28 +4,16 @@
 #include <string>
 
 #include "collectives/schedule.hpp"
+#include "collectives/schedule_checks.hpp"
 #include "config/error.hpp"
 
 namespace mccl::sched {
 
+using namespace detail;
+
 namespace {
 
 // ---- argument checks ---------------------------------------------------------
-
-[[noreturn]] void invalid(const char* fn, const std::string& what) {
-  throw error(errc::invalid_argument, std::string(fn) + ": " + what);
-}
-
-void check_world(const char* fn, int world) {
-  if (world < 1)
-    invalid(fn, "world must be >= 1, got " + std::to_string(world));
-}
-
-void check_member(const char* fn, const char* name, int value, int world) {
-  if (value < 0 || value >= world)
-    invalid(fn, std::string(name) + " " + std::to_string(value) + " is outside [0, "
-                  + std::to_string(world) + ")");
-}
 
 void check_rank(const char* fn, int rank, int world) {
   check_world(fn, world);
@@ -38,12 +26,6 @@ void check_rooted(const char* fn, int rank, int world, int root) {
 }
 
 // ---- small arithmetic ----------------------------------------------------------
-
-// Non-negative remainder; long long so rank - offset cannot overflow.
-int mod(long long x, int w) noexcept {
-  long long r = x % w;
-  return static_cast<int>(r < 0 ? r + w : r);
-}
 
 // Largest power of two <= world (world >= 1), written so it cannot overflow.
 int floor_pow2(int world) noexcept {

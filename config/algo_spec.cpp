@@ -24,26 +24,6 @@ bool is_algo_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-/// Quotes text for an error message; control bytes are escaped so that a stray
-/// newline or escape sequence in the environment cannot garble the log.
-std::string quote(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
-}
 
 /// A piece of the value with surrounding whitespace removed, and the offset of
 /// its first character in the whole value (of where it would be, if blank).
@@ -128,11 +108,11 @@ public:
 private:
   [[noreturn]] void fail(const std::string& what) const {
     throw error(errc::invalid_config,
-                std::string(variable_name) + "=" + quote(value_) + ": " + what);
+                std::string(variable_name) + "=" + quoted(value_) + ": " + what);
   }
 
   static std::string at(const token& t) {
-    return quote(t.text) + " at offset " + std::to_string(t.offset);
+    return quoted(t.text) + " at offset " + std::to_string(t.offset);
   }
 
   void parse_rule(const token& rule, algo_spec& spec,
@@ -150,7 +130,7 @@ private:
     if (std::find(names.begin(), names.end(), op.text) == names.end())
       fail("unknown operation " + at(op) + " (expected one of " + op_name_list() + ")");
     if (auto seen = op_offsets.find(op.text); seen != op_offsets.end())
-      fail("operation " + quote(op.text) + " given twice, at offset "
+      fail("operation " + quoted(op.text) + " given twice, at offset "
            + std::to_string(seen->second) + " and at offset " + std::to_string(op.offset)
            + " (list all its algorithms in one rule, separated by ',')");
     op_offsets.emplace(op.text, op.offset);
@@ -194,7 +174,7 @@ private:
            + ")");
     for (std::size_t k = 0; k < name.text.size(); ++k) {
       if (!is_algo_char(name.text[k]))
-        fail("bad character " + quote(std::string(1, name.text[k])) + " at offset "
+        fail("bad character " + quoted(std::string(1, name.text[k])) + " at offset "
              + std::to_string(name.offset + k) + " in algorithm name " + at(name) + " ("
              + name_hint + ")");
     }

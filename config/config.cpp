@@ -209,30 +209,10 @@ bool is_ifname_spec(const std::string& text) {
   return item_len > 0;
 }
 
-/// Quotes a value for an error message; control bytes are escaped so a stray
-/// newline or escape sequence in the environment cannot garble the log.
-std::string quote(const std::string& value) {
-  std::string out = "\"";
-  for (char c : value) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
-}
 
 [[noreturn]] void not_implemented(const char* name, const std::string& value,
                                   const std::string& what, const std::string& works) {
-  throw error(errc::invalid_config, std::string(name) + "=" + quote(value) + ": " + what
+  throw error(errc::invalid_config, std::string(name) + "=" + quoted(value) + ": " + what
                                       + " is not implemented yet in this version (" + works
                                       + ")");
 }
@@ -412,7 +392,7 @@ std::string shown_value(const char* name, const std::string& value) {
   if (std::string(name) == job_token_name && !value.empty())
     return "<" + std::to_string(value.size()) + (value.size() == 1 ? " byte" : " bytes")
            + ", not shown>";
-  return quote(value);
+  return quoted(value);
 }
 
 /// Optimal string alignment distance (Levenshtein plus adjacent swaps), so
@@ -600,13 +580,13 @@ std::string describe(const config& cfg) {
   auto value_of = [&](const std::string& name) -> std::string {
     if (name == "MCCL_TRANSPORT") return to_string(cfg.transport);
     if (name == "MCCL_LOG_LEVEL") return to_string(cfg.log_level);
-    if (name == "MCCL_LISTEN_ADDR") return quote(cfg.listen_addr);
-    if (name == "MCCL_IFNAME") return quote(cfg.ifname);
+    if (name == "MCCL_LISTEN_ADDR") return quoted(cfg.listen_addr);
+    if (name == "MCCL_IFNAME") return quoted(cfg.ifname);
     if (name == "MCCL_PORT_BASE") return std::to_string(cfg.port_base);
     if (name == "MCCL_CHUNK_BYTES") return format_byte_size(cfg.chunk_bytes);
     if (name == "MCCL_SMALL_MSG_THRESHOLD") return format_byte_size(cfg.small_msg_threshold);
     if (name == "MCCL_ALGO")
-      return cfg.algo.empty() ? "(built-in table)" : quote(describe(cfg.algo));
+      return cfg.algo.empty() ? "(built-in table)" : quoted(describe(cfg.algo));
     if (name == "MCCL_TRANSPORT_CRC") return cfg.transport_crc ? "1" : "0";
     if (name == "MCCL_TIMEOUT_MS") return std::to_string(cfg.timeout.count());
     if (name == "MCCL_CONNECT_TIMEOUT_MS") return std::to_string(cfg.connect_timeout.count());

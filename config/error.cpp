@@ -1,5 +1,7 @@
 #include "config/error.hpp"
 
+#include <cstdio>
+
 namespace mccl {
 
 const char* to_string(errc code) noexcept {
@@ -20,6 +22,25 @@ const char* to_string(errc code) noexcept {
     case errc::desync: return "desync";
   }
   return "unknown";
+}
+
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
 }
 
 error::error(errc code, const std::string& message)

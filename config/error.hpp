@@ -30,6 +30,11 @@ enum class errc : uint8_t {
 /// Stable lower-case name of an error code ("peer_lost").
 const char* to_string(errc code) noexcept;
 
+/// `text` in double quotes for an error message, with quotes, backslashes
+/// and control bytes escaped, so a stray newline or escape sequence in an
+/// environment variable cannot garble the log.
+std::string quoted(const std::string& text);
+
 /// The exception mccl throws; what() is "mccl: <code>: <message>".
 class error : public std::runtime_error {
 public:

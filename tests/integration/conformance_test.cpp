@@ -16,6 +16,8 @@
 
 #include <mccl/mccl.hpp>
 
+#include "rank_threads.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -30,8 +32,6 @@ namespace {
 
 using mccl::dtype;
 using mccl::redop;
-
-std::atomic<uint32_t> next_comm_id{5000};
 
 constexpr dtype all_dtypes[] = {dtype::float32, dtype::float64, dtype::float16, dtype::bfloat16,
                                 dtype::int8,    dtype::uint8,   dtype::int32,   dtype::int64,
@@ -551,27 +551,9 @@ TEST_P(Conformance, MatchesTheReference) {
   o.set("MCCL_CHUNK_BYTES", 4096); // the smallest chunk: many chunks per transfer
   o.set("MCCL_LOG_LEVEL", "warn");
   o.set("MCCL_ALGO", cfg.algo);
-  auto store = std::make_shared<mccl::memory_store>();
-  uint32_t id = next_comm_id++;
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < world; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        mccl::comm_options co;
-        co.rank = r;
-        co.world_size = world;
-        co.store = store;
-        co.comm_id = id;
-        co.overrides = o;
-        auto comm = rt.create_communicator(co);
-        rank_program(comm, cfg.full).run();
-        comm.finalize();
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << r << ": " << e.what();
-      }
-    });
-  for (auto& t : ranks)
-    t.join();
+  mccl_test::run_ranks(rt, world, o, [&](mccl::communicator& comm) {
+    rank_program(comm, cfg.full).run();
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryWorldAndAlgorithm, Conformance,

@@ -4,6 +4,8 @@
 
 #include <mccl/mccl.hpp>
 
+#include "rank_threads.hpp"
+
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
@@ -19,36 +21,10 @@
 
 using namespace std::chrono_literals;
 
+using mccl_test::run_ranks;
+
 namespace {
 
-std::atomic<uint32_t> next_comm_id{1};
-
-/// Runs fn(comm) on `world` threads, one communicator each, and joins them.
-/// Exceptions inside a rank become test failures naming the rank.
-void run_ranks(mccl::runtime& rt, int world, const mccl::config_overrides& overrides,
-               const std::function<void(mccl::communicator&)>& fn) {
-  auto store = std::make_shared<mccl::memory_store>();
-  uint32_t id = next_comm_id++;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        mccl::comm_options o;
-        o.rank = r;
-        o.world_size = world;
-        o.store = store;
-        o.comm_id = id;
-        o.overrides = overrides;
-        auto comm = rt.create_communicator(o);
-        fn(comm);
-        comm.finalize();
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << r << ": " << e.what();
-      }
-    });
-  for (auto& t : threads)
-    t.join();
-}
 
 mccl::config_overrides quick() {
   mccl::config_overrides o;

@@ -4,6 +4,8 @@
 
 #include <mccl/mccl.hpp>
 
+#include "rank_threads.hpp"
+
 #include "../../examples/maxloc/maxloc.hpp"
 
 #include <gtest/gtest.h>
@@ -18,9 +20,9 @@
 
 using namespace std::chrono_literals;
 
-namespace {
+using mccl_test::run_ranks;
 
-std::atomic<uint32_t> next_comm_id{9000};
+namespace {
 
 mccl::config_overrides settings(int timeout_ms = 10000) {
   mccl::config_overrides o;
@@ -30,30 +32,6 @@ mccl::config_overrides settings(int timeout_ms = 10000) {
   return o;
 }
 
-void run_ranks(mccl::runtime& rt, int world, const mccl::config_overrides& o,
-               const std::function<void(mccl::communicator&)>& fn) {
-  auto store = std::make_shared<mccl::memory_store>();
-  uint32_t id = next_comm_id++;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        mccl::comm_options co;
-        co.rank = r;
-        co.world_size = world;
-        co.store = store;
-        co.comm_id = id;
-        co.overrides = o;
-        auto comm = rt.create_communicator(co);
-        fn(comm);
-        comm.finalize();
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << r << ": " << e.what();
-      }
-    });
-  for (auto& t : threads)
-    t.join();
-}
 
 /// Runs `op` expecting it to fail; returns the error.
 mccl::error failure_of(const std::function<void()>& op) {
