@@ -77,6 +77,9 @@ void link_actor::on_exit() {
   init_.conn.reset();
   routes_.clear();
   early_.clear();
+  // The progress actor holds this link and this link holds it: drop our
+  // side, or the pair keeps each other (and the watchdog) alive forever.
+  init_.progress = nullptr;
   posted_.clear();
   unexpected_.clear();
   p2p_routes_.clear();
