@@ -5,6 +5,7 @@
 
 #include <map>
 #include <mutex>
+#include <algorithm>
 #include <sstream>
 
 namespace mccl {
@@ -84,24 +85,62 @@ void register_builtin_algorithms() {
   });
 }
 
+namespace {
+
+constexpr std::size_t KiB = 1024;
+constexpr std::size_t MiB = 1024 * KiB;
+
+bool power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+} // namespace
+
+// The crossovers below come from bench/sweep_algorithms.sh, three runs of
+// every algorithm at 2, 3, 4, 8 and 16 ranks (medians in
+// bench/sweeps/medians.txt; one rank per core over loopback). Where two
+// algorithms were within noise of each other, the simpler one is kept.
 std::string default_algorithm(op_kind kind, std::size_t bytes, int world, const config& cfg) {
   bool small = bytes <= cfg.small_msg_threshold;
   switch (kind) {
     case op_kind::allreduce:
-      // Small: one round of n-1 copies beats log2(n) rounds while n is
-      // small; recursive doubling takes over at larger worlds. Large: the
-      // 2-rank direct exchange, else the pipelined ring.
-      if (small)
-        return world <= 4 ? "oneshot" : "rd";
-      return world == 2 ? "direct" : "ring";
+      if (world == 2) // one round either way; direct pipelines large ones
+        return small ? "oneshot" : "direct";
+      if (world <= 4) {
+        // n-1 copies are cheap while n is small; log2(n) rounds win up to
+        // about 1 MiB; then bandwidth: halving-doubling on powers of two,
+        // the ring otherwise (it won at 3 ranks).
+        if (small)
+          return "oneshot";
+        if (bytes <= MiB)
+          return "rd";
+        return power_of_two(world) ? "rabenseifner" : "ring";
+      }
+      // 8 and 16 ranks: recursive doubling beat the one-shot exchange at
+      // every size up to 256 KiB, Rabenseifner beyond.
+      if (bytes <= 256 * KiB)
+        return "rd";
+      return power_of_two(world) ? "rabenseifner" : "ring";
     case op_kind::broadcast:
-      return small ? "tree" : "chain";
+      // The binomial tree won at every size from 3 ranks up (the pipelined
+      // chain only ties on 2 ranks, where both are the same single hop).
+      return "tree";
     case op_kind::reduce:
-      return small || world == 2 ? "tree" : "ring";
+      // On 2 ranks the tree's leaf receives nothing and waits for the
+      // root's confirmation; the ring version has both ranks receive.
+      if (world == 2 && small)
+        return "ring";
+      return "tree";
     case op_kind::allgather:
-      return small ? "rd" : "ring";
+      // Recursive doubling won at every size on 4, 8 and 16 ranks; with
+      // folded extra ranks (3) only for small sizes.
+      if (power_of_two(world) || bytes <= 16 * KiB)
+        return "rd";
+      return "ring";
     case op_kind::reduce_scatter:
-      return small ? "rd" : "ring";
+      // Recursive doubling moves the whole vector every round: it only pays
+      // off at small sizes, and more so at larger worlds.
+      if (world > 2 && bytes <= (world >= 8 ? 256 * KiB : 16 * KiB))
+        return "rd";
+      return "ring";
     case op_kind::gather:
     case op_kind::scatter:
       return "linear";
@@ -153,14 +192,23 @@ void validate_algo_spec(const config& cfg) {
 
 std::string describe_selection(int world, const config& cfg) {
   std::ostringstream out;
-  out << "algorithm selection for " << world << " ranks (" << (cfg.algo.empty() ? "built-in table" : "MCCL_ALGO, then built-in table")
-      << "), small messages <= " << format_byte_size(cfg.small_msg_threshold) << ":";
+  out << "algorithm selection for " << world << " ranks ("
+      << (cfg.algo.empty() ? "built-in table" : "MCCL_ALGO, then the built-in table") << "):";
   for (auto kind : selectable) {
-    auto small = default_algorithm(kind, 1, world, cfg);
-    auto large = default_algorithm(kind, cfg.small_msg_threshold + 1, world, cfg);
-    out << "\n  " << to_string(kind) << ": " << small;
-    if (large != small)
-      out << " (small), " << large << " (large)";
+    // The table only changes just above powers of two (and the small
+    // threshold), so probing those finds every boundary.
+    std::vector<std::size_t> edges{cfg.small_msg_threshold};
+    for (std::size_t b = 1; b <= std::size_t{1} << 34; b *= 2)
+      edges.push_back(b);
+    std::sort(edges.begin(), edges.end());
+    out << "\n  " << to_string(kind) << ": " << default_algorithm(kind, 0, world, cfg);
+    std::string last = default_algorithm(kind, 0, world, cfg);
+    for (auto b : edges) {
+      auto name = default_algorithm(kind, b + 1, world, cfg);
+      if (name != last)
+        out << ", " << name << " above " << format_byte_size(b);
+      last = name;
+    }
   }
   if (!cfg.algo.empty())
     out << "\n  MCCL_ALGO overrides: " << describe(cfg.algo);
