@@ -161,8 +161,6 @@ struct communicator::impl {
                                                + (known.empty() ? std::string(" (none are)")
                                                                 : " (registered: " + known + ")"));
         }
-        if (is_rooted(op.kind))
-          check_rank_arg(op, op.root, "root");
         break;
       case op_kind::barrier:
         break;

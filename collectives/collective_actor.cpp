@@ -180,10 +180,13 @@ std::string collective_actor::describe_op() const {
   const auto& op = init_.args.op;
   auto what = describe(op);
   auto paren = what.find('(');
-  // "allreduce seq 7 on rank 1 (ring, count 1000, float32, sum)"
-  return what.substr(0, paren) + " seq " + std::to_string(op.seq) + " on rank "
-         + std::to_string(init_.args.rank) + " (" + init_.algorithm_name + ", "
-         + what.substr(paren + 1);
+  // "allreduce seq 7 on rank 1 (ring, count 1000, float32, sum)"; a send is
+  // numbered per destination, a receive not at all.
+  std::string number = op.kind == op_kind::recv ? ""
+                       : op.kind == op_kind::send ? " message " + std::to_string(op.seq)
+                                                  : " seq " + std::to_string(op.seq);
+  return what.substr(0, paren) + number + " on rank " + std::to_string(init_.args.rank) + " ("
+         + init_.algorithm_name + ", " + what.substr(paren + 1);
 }
 
 std::string collective_actor::check_signature(const rx_chunk& c) const {
