@@ -1,23 +1,32 @@
-// mccl-bench: nccl-tests style benchmark of mccl collectives.
+// mccl-bench: nccl-tests style benchmark of mccl collectives and of a
+// point-to-point exchange.
 //
 // Run it under mcclrun (tools/mcclrun -n 4 -- build/bench/mccl-bench) or start
 // each rank yourself with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set.
 // Per size it prints bytes, element count, p50/p99 time (per iteration the
 // slowest rank's time, as nccl-tests does), algbw, busbw, whether every
 // element of every iteration matched the reference, and the algorithm that
-// ran the op.
+// ran the op; --json writes the same as one JSON object per size.
 //
 // Sizes follow nccl-tests: the size is the whole buffer (for allgather,
 // reduce_scatter, alltoall, gather and scatter the gathered / full buffer of
 // count * world elements, so each rank's count is size / world / element
-// size). busbw = algbw * 2(n-1)/n for allreduce, (n-1)/n for allgather,
-// reduce_scatter, alltoall, gather and scatter, 1 for broadcast and reduce.
-// Every op runs in place except gather and scatter (which have no in-place
-// form); the root of rooted ops is -r (default 0); reductions are sums.
+// size; for sendrecv the buffer each rank sends). busbw = algbw * 2(n-1)/n
+// for allreduce, (n-1)/n for allgather, reduce_scatter, alltoall, gather and
+// scatter, 1 for broadcast, reduce and sendrecv.
+// allreduce, broadcast, reduce, allgather, reduce_scatter and alltoall run
+// in place unless --outofplace is given; gather, scatter and sendrecv run
+// out of place. The root of rooted ops is -r (default 0); the reduction of
+// reducing ops is --redop (default sum).
 
 #include <mccl/mccl.hpp>
 
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -30,7 +39,7 @@
 namespace {
 
 enum class bench_op { allreduce, broadcast, reduce, allgather, reduce_scatter, alltoall, gather,
-                      scatter, barrier };
+                      scatter, barrier, sendrecv };
 
 struct op_name {
   bench_op op;
@@ -42,7 +51,7 @@ constexpr op_name op_names[] = {
   {bench_op::reduce, "reduce"},         {bench_op::allgather, "allgather"},
   {bench_op::reduce_scatter, "reduce_scatter"}, {bench_op::alltoall, "alltoall"},
   {bench_op::gather, "gather"},         {bench_op::scatter, "scatter"},
-  {bench_op::barrier, "barrier"},
+  {bench_op::barrier, "barrier"},       {bench_op::sendrecv, "sendrecv"},
 };
 
 const char* to_string(bench_op op) {
@@ -67,13 +76,21 @@ bool blocked(bench_op op) {
          || op == bench_op::gather || op == bench_op::scatter;
 }
 
+/// Ops that mccl-bench runs both in place and out of place.
+bool has_both_forms(bench_op op) {
+  return op == bench_op::allreduce || op == bench_op::broadcast || op == bench_op::reduce
+         || op == bench_op::allgather || op == bench_op::reduce_scatter
+         || op == bench_op::alltoall;
+}
+
 /// busbw / algbw, as in nccl-tests.
 double bus_factor(bench_op op, int world) {
   double n = world;
   switch (op) {
     case bench_op::allreduce: return world > 1 ? 2.0 * (n - 1) / n : 0.0;
     case bench_op::broadcast:
-    case bench_op::reduce: return 1.0;
+    case bench_op::reduce:
+    case bench_op::sendrecv: return 1.0;
     case bench_op::allgather:
     case bench_op::reduce_scatter:
     case bench_op::alltoall:
@@ -101,43 +118,82 @@ constexpr dtype_name dtype_names[] = {
   {mccl::dtype::boolean, "boolean"},
 };
 
+constexpr mccl::redop all_redops[] = {mccl::redop::sum, mccl::redop::prod, mccl::redop::min,
+                                      mccl::redop::max, mccl::redop::avg,  mccl::redop::band,
+                                      mccl::redop::bor, mccl::redop::bxor};
+
+enum class placement { by_op, in_place, out_of_place };
+
 struct options {
   std::size_t min_bytes = 4;
   std::size_t max_bytes = std::size_t{64} << 20;
   std::size_t factor = 4;
-  int iters = 0;  // 0: chosen per size
+  int iters = 0;        // 0: chosen per size (or by -t)
+  double seconds = 0;   // -t: time budget per size; 0: iteration counts
   int warmup = -1;
   bool check = true;
   bench_op op = bench_op::allreduce;
   mccl::dtype type = mccl::dtype::float32;
+  mccl::redop red = mccl::redop::sum;
+  bool red_given = false;
+  placement place = placement::by_op;
   std::string algo; // "" = MCCL_ALGO from the environment, else the built-in table
   int root = 0;
+  std::string json; // "" none, "-" stdout (instead of the table), else a file
+  bool progress = false;
 };
 
+/// Whether this run of `o.op` is in place.
+bool in_place(const options& o) {
+  if (o.place == placement::by_op)
+    return has_both_forms(o.op);
+  return o.place == placement::in_place;
+}
+
 [[noreturn]] void usage(const char* why) {
-  if (why)
-    std::fprintf(stderr, "mccl-bench: %s\n", why);
-  std::fprintf(stderr,
-               "usage: mccl-bench [-o OP] [-a ALGO] [-d DTYPE] [-r ROOT] [-b MIN] [-e MAX]\n"
-               "                  [-f FACTOR] [-n ITERS] [-w WARMUP] [--no-check]\n"
+  if (why) {
+    std::fprintf(stderr, "mccl-bench: %s\n(mccl-bench --help lists the options)\n", why);
+    std::exit(2);
+  }
+  std::fprintf(stdout,
+               "usage: mccl-bench [-o OP] [-a ALGO] [-d DTYPE] [--redop OP] [-r ROOT]\n"
+               "                  [--inplace | --outofplace] [-b MIN] [-e MAX] [-f FACTOR]\n"
+               "                  [-n ITERS | -t SECONDS] [-w WARMUP] [--check | --no-check]\n"
+               "                  [--json FILE] [--progress]\n"
                "  -o, --op OP       allreduce (default), broadcast, reduce, allgather,\n"
-               "                    reduce_scatter, alltoall, gather, scatter, barrier\n"
+               "                    reduce_scatter, alltoall, gather, scatter, barrier,\n"
+               "                    sendrecv (ranks 0-1, 2-3, ... exchange their buffers; with\n"
+               "                    an odd number of ranks the last one sits out)\n"
                "  -a, --algo ALGO   run OP with this algorithm (passes MCCL_ALGO=\"OP=ALGO\" as an\n"
                "                    explicit setting); default: MCCL_ALGO from the environment,\n"
                "                    else mccl's built-in table. An algorithm that cannot run on\n"
                "                    this many ranks falls back to the table: the algorithm column\n"
                "                    shows what ran\n"
                "  -d, --dtype T     float32 (default), float64, float16, bfloat16, int8, uint8,\n"
-               "                    int32, int64, bool (reductions: no float16/bfloat16)\n"
+               "                    int32, int64, bool\n"
+               "  --redop OP        reduction of allreduce, reduce and reduce_scatter: sum\n"
+               "                    (default), prod, min, max, avg, band, bor, bxor\n"
                "  -r, --root R      root of broadcast, reduce, gather and scatter (default 0)\n"
+               "  --inplace, --outofplace\n"
+               "                    form of allreduce, broadcast, reduce, allgather,\n"
+               "                    reduce_scatter and alltoall (default: in place); gather,\n"
+               "                    scatter and sendrecv always run out of place\n"
                "  -b, -e, -f        sizes in bytes, with K/M/G suffixes (default -b 4 -e 64M -f 4);\n"
                "                    the size is the whole buffer (nccl-tests' convention)\n"
-               "  -n, -w            timed and warm-up iterations per size (default: by size)\n"
-               "  --no-check        skip the comparison with the locally computed reference\n"
+               "  -n ITERS          timed iterations per size (default: by size)\n"
+               "  -t, --time SECS   instead of -n: time each size for about SECS seconds (at\n"
+               "                    least 5 iterations; rank 0 decides, every rank follows)\n"
+               "  -w WARMUP         warm-up iterations per size (default: by size)\n"
+               "  --check           compare every element of every iteration with a locally\n"
+               "                    computed reference (the default)\n"
+               "  --no-check        skip that comparison\n"
+               "  --json FILE       also write one JSON object per size to FILE (JSON lines);\n"
+               "                    \"-\": to stdout, instead of the table\n"
+               "  --progress        print \"# running N bytes (i/k)\" to stderr before each size\n"
+               "                    (the default when stderr is a terminal)\n"
                "  Ranks come from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (as set by\n"
-               "  mcclrun or torchrun). Reductions are sums; ops run in place (gather and\n"
-               "  scatter out of place).\n");
-  std::exit(2);
+               "  mcclrun or torchrun).\n");
+  std::exit(0);
 }
 
 std::size_t parse_size(const char* flag, const char* text) {
@@ -153,6 +209,16 @@ int parse_int(const char* flag, const char* text) {
   if (*text == '\0' || *end != '\0' || v < 0 || v > 1000000)
     usage((std::string(flag) + " expects a count, got \"" + text + "\"").c_str());
   return static_cast<int>(v);
+}
+
+double parse_seconds(const char* flag, const char* text) {
+  char* end = nullptr;
+  double v = std::strtod(text, &end);
+  if (*text == '\0' || *end != '\0' || !(v > 0) || v > 86400)
+    usage((std::string(flag) + " expects a number of seconds such as 0.5 or 10, got \"" + text
+           + "\"")
+            .c_str());
+  return v;
 }
 
 bench_op parse_op(const std::string& text) {
@@ -174,8 +240,16 @@ mccl::dtype parse_dtype(const std::string& text) {
           .c_str());
 }
 
+mccl::redop parse_redop(const std::string& text) {
+  for (auto r : all_redops)
+    if (text == mccl::to_string(r))
+      return r;
+  usage(("--redop expects sum, prod, min, max, avg, band, bor or bxor, got \"" + text + "\"").c_str());
+}
+
 options parse(int argc, char** argv) {
   options o;
+  bool iters_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> const char* {
@@ -186,7 +260,11 @@ options parse(int argc, char** argv) {
     if (a == "-b") o.min_bytes = parse_size("-b", value());
     else if (a == "-e") o.max_bytes = parse_size("-e", value());
     else if (a == "-f") o.factor = static_cast<std::size_t>(parse_int("-f", value()));
-    else if (a == "-n") o.iters = parse_int("-n", value());
+    else if (a == "-n") {
+      o.iters = parse_int("-n", value());
+      iters_given = true;
+    }
+    else if (a == "-t" || a == "--time") o.seconds = parse_seconds(a.c_str(), value());
     else if (a == "-w") o.warmup = parse_int("-w", value());
     else if (a == "-o" || a == "--op") o.op = parse_op(value());
     else if (a == "-a" || a == "--algo") {
@@ -195,8 +273,21 @@ options parse(int argc, char** argv) {
         usage((a + " expects an algorithm name").c_str());
     }
     else if (a == "-d" || a == "--dtype") o.type = parse_dtype(value());
+    else if (a == "--redop") {
+      o.red = parse_redop(value());
+      o.red_given = true;
+    }
     else if (a == "-r" || a == "--root") o.root = parse_int("-r", value());
+    else if (a == "--inplace") o.place = placement::in_place;
+    else if (a == "--outofplace") o.place = placement::out_of_place;
+    else if (a == "--check") o.check = true;
     else if (a == "--no-check") o.check = false;
+    else if (a == "--json") {
+      o.json = value();
+      if (o.json.empty())
+        usage("--json expects a file name or -");
+    }
+    else if (a == "--progress") o.progress = true;
     else if (a == "-h" || a == "--help") usage(nullptr);
     else usage(("unknown option " + a).c_str());
   }
@@ -204,16 +295,32 @@ options parse(int argc, char** argv) {
     usage("-f must be at least 2");
   if (o.min_bytes > o.max_bytes)
     usage("-b must not exceed -e");
+  if (iters_given && o.seconds > 0)
+    usage("-n and -t exclude each other (-n: a fixed count, -t: a time budget per size)");
+  if (iters_given && o.iters == 0)
+    usage("-n must be at least 1");
+  std::string op = std::string("-o ") + to_string(o.op);
+  if (o.place == placement::in_place && !has_both_forms(o.op))
+    usage((op + " has no in-place form here (--inplace applies to allreduce, broadcast, reduce, "
+                "allgather, reduce_scatter and alltoall)")
+            .c_str());
+  if (o.place == placement::out_of_place && o.op == bench_op::barrier)
+    usage("-o barrier has no buffers: --outofplace does not apply");
+  if (o.red_given && !reduces(o.op))
+    usage((op + " does not reduce (--redop applies to allreduce, reduce and reduce_scatter)").c_str());
   if (reduces(o.op)) {
-    auto why = mccl::check_reduction(mccl::redop::sum, o.type);
+    auto why = mccl::check_reduction(o.red, o.type);
     if (!why.empty())
-      usage((std::string("-o ") + to_string(o.op) + " -d " + mccl::to_string(o.type) + ": " + why).c_str());
+      usage((op + " -d " + mccl::to_string(o.type) + " --redop " + mccl::to_string(o.red) + ": "
+             + why)
+              .c_str());
   }
   return o;
 }
 
-/// Iterations for a size when -n is not given: enough for a stable median,
-/// few enough that a 4-rank demo on 2 cores finishes in seconds.
+/// Iterations for a size when neither -n nor -t is given: enough for a
+/// stable median, few enough that a 4-rank demo on 2 cores finishes in
+/// seconds.
 int default_iters(std::size_t bytes) {
   if (bytes <= (64u << 10)) return 200;
   if (bytes <= (1u << 20)) return 50;
@@ -221,21 +328,77 @@ int default_iters(std::size_t bytes) {
   return 5;
 }
 
+/// -t: at least this many timed iterations, at most the second.
+constexpr int min_timed_iters = 5;
+constexpr int max_timed_iters = 1000000;
+
 // ---- deterministic data ----------------------------------------------------
 //
-// Element j of rank r's input holds value(r, j) = (r + 1) * (j % 7 + 1):
-// small positive integers, so sums are exact in every float type and the
-// reference is computed without communication. The sum over ranks of
-// value(r, j) is world (world + 1) / 2 * (j % 7 + 1). Integer dtypes wrap
-// modulo 2^bits on both sides, bool holds value != 0 (its sum is an or).
-// Buffers are compared byte for byte with the reference.
+// Ops that move data: element j of rank r's input holds value(r, j) =
+// (r + 1) * (j % 7 + 1), small positive integers (never 0, the fill of
+// receive buffers), so the expected result is known without communication.
+//
+// Reducing ops: element j of rank r's input is reduction_input(op, r, j),
+// chosen per reduction so that the result is exact in every dtype and the
+// reference is a plain int64 fold over ranks:
+//   sum   (r + 1) * (j % 7 + 1)
+//   prod  2 where (r + j) % 3 == 0 (for r < 24), else 1: a power of two
+//   min, max  (5 r + j) % 13
+//   avg   c = j % 3 + 1, plus 1 on even and minus 1 on odd ranks of each pair
+//         (0,1), (2,3), ...: the sum is world * c, the mean exactly c
+//   band  0x7f with bit (r + j) % 7 cleared
+//   bor, bxor  bit (r + j) % 7, and on ranks 0 and 1 also bit j % 5 (set
+//         twice, so or, xor and sum differ)
+// bool inputs are 0 or 1: element j is 0 on j % 3 of the ranks (all of them
+// in smaller worlds; which ones rotates with j), so every world has
+// elements where and, or and xor differ from each other. Integer dtypes
+// wrap modulo 2^bits on both sides. Buffers are compared byte for byte with
+// the reference.
 
 int64_t value(int rank, std::size_t j) {
   return static_cast<int64_t>(rank + 1) * static_cast<int64_t>(j % 7 + 1);
 }
 
-int64_t ranks_sum(int world, std::size_t j) {
-  return static_cast<int64_t>(world) * (world + 1) / 2 * static_cast<int64_t>(j % 7 + 1);
+int64_t reduction_input(mccl::redop op, mccl::dtype t, int world, int rank, std::size_t j) {
+  auto r = static_cast<std::size_t>(rank);
+  if (t == mccl::dtype::boolean)
+    return (r + j) % static_cast<std::size_t>(world) < j % 3 ? 0 : 1;
+  switch (op) {
+    case mccl::redop::sum: return value(rank, j);
+    case mccl::redop::prod: return rank < 24 && (r + j) % 3 == 0 ? 2 : 1;
+    case mccl::redop::min:
+    case mccl::redop::max: return static_cast<int64_t>((5 * r + j) % 13);
+    case mccl::redop::avg: {
+      auto c = static_cast<int64_t>(j % 3 + 1);
+      if (rank >= world / 2 * 2)
+        return c; // the unpaired last rank of an odd world
+      return rank % 2 == 0 ? c + 1 : c - 1;
+    }
+    case mccl::redop::band: return 0x7f & ~(int64_t{1} << ((r + j) % 7));
+    case mccl::redop::bor:
+    case mccl::redop::bxor:
+      return (int64_t{1} << ((r + j) % 7)) | (rank < 2 ? int64_t{1} << (j % 5) : 0);
+  }
+  return 0;
+}
+
+/// The reduction over every rank of reduction_input(op, t, world, r, j).
+int64_t reduction_result(mccl::redop op, mccl::dtype t, int world, std::size_t j) {
+  int64_t acc = reduction_input(op, t, world, 0, j);
+  for (int r = 1; r < world; ++r) {
+    int64_t x = reduction_input(op, t, world, r, j);
+    switch (op) {
+      case mccl::redop::sum:
+      case mccl::redop::avg: acc += x; break;
+      case mccl::redop::prod: acc *= x; break;
+      case mccl::redop::min: acc = std::min(acc, x); break;
+      case mccl::redop::max: acc = std::max(acc, x); break;
+      case mccl::redop::band: acc &= x; break;
+      case mccl::redop::bor: acc |= x; break;
+      case mccl::redop::bxor: acc ^= x; break;
+    }
+  }
+  return op == mccl::redop::avg ? acc / world : acc;
 }
 
 /// IEEE binary16 bits of v mod 2048 (exact: integers below 2048 need 11 bits).
@@ -311,28 +474,98 @@ struct plan {
   std::size_t bytes = 0;       ///< the reported size (nccl-tests' convention)
   std::size_t total_count = 0; ///< elements in the reported size
   bytes_t send;                ///< the in-place buffer, or the send buffer
-  bytes_t recv;                ///< the receive buffer (out of place only)
+  bytes_t recv;                ///< the receive buffer (out of place; empty: none here)
   bool in_place = true;
+  int peer = -1;                ///< sendrecv: the partner rank (-1: this rank sits out)
   std::size_t check_offset = 0; ///< bytes into the result buffer
   bytes_t expected;             ///< empty: nothing to check on this rank
 };
 
-plan make_plan(bench_op op, mccl::dtype t, std::size_t size, int rank, int world, int root) {
-  plan p;
+/// The reported size of a requested size (whole elements, whole blocks).
+std::size_t reported_bytes(bench_op op, mccl::dtype t, std::size_t size, int world) {
   std::size_t e = mccl::dtype_size(t);
+  if (op == bench_op::barrier)
+    return 0;
+  if (!blocked(op))
+    return std::max<std::size_t>(1, size / e) * e;
+  auto w = static_cast<std::size_t>(world);
+  return std::max<std::size_t>(1, size / w / e) * w * e;
+}
+
+/// The requested sizes -b, -b*f, ... <= -e, less those that round to a size
+/// already in the list.
+std::vector<std::size_t> sweep_sizes(const options& o, int world) {
+  std::vector<std::size_t> sizes;
+  std::size_t last = 0;
+  for (std::size_t size = o.min_bytes; size <= o.max_bytes; size *= o.factor) {
+    std::size_t b = reported_bytes(o.op, o.type, size, world);
+    if (o.op == bench_op::barrier) {
+      sizes.push_back(size); // one row: a barrier has no size
+      break;
+    }
+    if (b != last)
+      sizes.push_back(size);
+    last = b;
+    if (size > o.max_bytes / o.factor)
+      break;
+  }
+  return sizes;
+}
+
+/// Receive buffers of out-of-place reductions start as this byte: no
+/// reduction_result() in any dtype (or a non-integer float), so a result
+/// that was never written cannot pass the check.
+constexpr unsigned char reduction_fill = 0xa5;
+
+plan make_plan(const options& o, std::size_t size, int rank, int world) {
+  plan p;
+  const bench_op op = o.op;
+  const mccl::dtype t = o.type;
+  const int root = o.root;
+  std::size_t e = mccl::dtype_size(t);
+  p.in_place = in_place(o);
   auto mine = [rank](std::size_t j) { return value(rank, j); };
   auto sentinel = [](std::size_t) { return int64_t{0}; }; // never a value (all are >= 1)
+  auto reduction_in = [&](std::size_t j) { return reduction_input(o.red, t, world, rank, j); };
+  auto reduction_out = [&](std::size_t j) { return reduction_result(o.red, t, world, j); };
   if (op == bench_op::barrier)
     return p;
   if (!blocked(op)) {
     std::size_t n = std::max<std::size_t>(1, size / e);
     p.count = p.total_count = n;
     p.bytes = n * e;
-    p.send = make(t, n, mine);
-    if (op == bench_op::allreduce || (op == bench_op::reduce && rank == root))
-      p.expected = make(t, n, [world](std::size_t j) { return ranks_sum(world, j); });
-    else if (op == bench_op::broadcast)
-      p.expected = make(t, n, [root](std::size_t j) { return value(root, j); });
+    switch (op) {
+      case bench_op::allreduce:
+      case bench_op::reduce: {
+        p.send = make(t, n, reduction_in);
+        bool result_here = op == bench_op::allreduce || rank == root;
+        if (result_here) {
+          p.expected = make(t, n, reduction_out);
+          if (!p.in_place)
+            p.recv = bytes_t(n * e, reduction_fill);
+        }
+        break;
+      }
+      case bench_op::broadcast:
+        p.send = make(t, n, mine);
+        if (!p.in_place)
+          p.recv = make(t, n, sentinel);
+        p.expected = make(t, n, [root](std::size_t j) { return value(root, j); });
+        break;
+      case bench_op::sendrecv: {
+        p.in_place = false;
+        p.send = make(t, n, mine);
+        int partner = rank ^ 1;
+        if (partner < world) {
+          p.peer = partner;
+          p.recv = make(t, n, sentinel);
+          p.expected = make(t, n, [partner](std::size_t j) { return value(partner, j); });
+        }
+        break;
+      }
+      default:
+        break;
+    }
     return p;
   }
   std::size_t c = std::max<std::size_t>(1, size / static_cast<std::size_t>(world) / e);
@@ -343,20 +576,30 @@ plan make_plan(bench_op op, mccl::dtype t, std::size_t size, int rank, int world
   auto gathered = [c](std::size_t j) { return value(static_cast<int>(j / c), j % c); };
   switch (op) {
     case bench_op::allgather:
-      // This rank's block holds its input; the others must be overwritten.
-      p.send = make(t, n, [&](std::size_t j) {
-        return j / c == static_cast<std::size_t>(rank) ? value(rank, j % c) : 0;
-      });
+      if (p.in_place) {
+        // This rank's block holds its input; the others must be overwritten.
+        p.send = make(t, n, [&](std::size_t j) {
+          return j / c == static_cast<std::size_t>(rank) ? value(rank, j % c) : 0;
+        });
+      } else {
+        p.send = make(t, c, mine);
+        p.recv = make(t, n, sentinel);
+      }
       p.expected = make(t, n, gathered);
       break;
     case bench_op::reduce_scatter:
-      p.send = make(t, n, mine);
-      p.check_offset = static_cast<std::size_t>(rank) * c * e;
-      p.expected = make(t, c, [&](std::size_t k) { return ranks_sum(world, rank * c + k); });
+      p.send = make(t, n, reduction_in);
+      if (p.in_place)
+        p.check_offset = static_cast<std::size_t>(rank) * c * e;
+      else
+        p.recv = bytes_t(c * e, reduction_fill);
+      p.expected = make(t, c, [&](std::size_t k) { return reduction_out(rank * c + k); });
       break;
     case bench_op::alltoall:
       // Block j of rank r goes to rank j: there, block r of the result.
       p.send = make(t, n, mine);
+      if (!p.in_place)
+        p.recv = make(t, n, sentinel);
       p.expected = make(t, n, [&](std::size_t j) { return value(static_cast<int>(j / c), rank * c + j % c); });
       break;
     case bench_op::gather:
@@ -380,22 +623,40 @@ plan make_plan(bench_op op, mccl::dtype t, std::size_t size, int rank, int world
   return p;
 }
 
-/// Starts one op on `buf` (in place) or `send` -> `recv`.
-mccl::work start(mccl::communicator& comm, bench_op op, mccl::dtype t, const plan& p,
-                 unsigned char* buf, const unsigned char* send, unsigned char* recv, int root) {
+/// The work of one op: one handle, or a send and a receive for sendrecv.
+struct launched {
+  mccl::work first;
+  mccl::work second;
+};
+
+/// Starts one op. In place it works on `buf`; out of place it reads `send`
+/// and writes `buf` (null where this rank receives nothing).
+launched start(mccl::communicator& comm, const options& o, const plan& p, unsigned char* buf,
+               const unsigned char* send) {
+  const mccl::dtype t = o.type;
   std::size_t e = mccl::dtype_size(t);
   std::size_t mine = static_cast<std::size_t>(comm.rank()) * p.count * e;
-  switch (op) {
-    case bench_op::allreduce: return comm.allreduce(buf, buf, p.count, t, mccl::redop::sum);
-    case bench_op::broadcast: return comm.broadcast(buf, p.count, t, root);
-    case bench_op::reduce: return comm.reduce(buf, buf, p.count, t, mccl::redop::sum, root);
-    case bench_op::allgather: return comm.allgather(buf + mine, buf, p.count, t);
+  const void* src = p.in_place ? buf : send;
+  switch (o.op) {
+    case bench_op::allreduce: return {comm.allreduce(src, buf, p.count, t, o.red), {}};
+    case bench_op::broadcast: return {comm.broadcast(src, buf, p.count, t, o.root), {}};
+    case bench_op::reduce: return {comm.reduce(src, buf, p.count, t, o.red, o.root), {}};
+    case bench_op::allgather:
+      return {comm.allgather(p.in_place ? buf + mine : send, buf, p.count, t), {}};
     case bench_op::reduce_scatter:
-      return comm.reduce_scatter(buf, buf + mine, p.count, t, mccl::redop::sum);
-    case bench_op::alltoall: return comm.alltoall(buf, buf, p.count, t);
-    case bench_op::gather: return comm.gather(send, recv, p.count, t, root);
-    case bench_op::scatter: return comm.scatter(send, recv, p.count, t, root);
-    case bench_op::barrier: return comm.barrier();
+      return {comm.reduce_scatter(src, p.in_place ? buf + mine : buf, p.count, t, o.red), {}};
+    case bench_op::alltoall: return {comm.alltoall(src, buf, p.count, t), {}};
+    case bench_op::gather: return {comm.gather(send, buf, p.count, t, o.root), {}};
+    case bench_op::scatter: return {comm.scatter(send, buf, p.count, t, o.root), {}};
+    case bench_op::barrier: return {comm.barrier(), {}};
+    case bench_op::sendrecv: {
+      if (p.peer < 0)
+        return {};
+      // Receive posted first, then the send; one exchange is both done.
+      auto r = comm.recv(buf, p.count, t, p.peer);
+      auto s = comm.send(send, p.count, t, p.peer);
+      return {s, r};
+    }
   }
   return {};
 }
@@ -408,13 +669,36 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, idx == 0 ? 0 : idx - 1)];
 }
 
+/// v rounded to a nanosecond when v is in microseconds (prints as 73.412).
+double to_ns(double v) {
+  return std::round(v * 1000.0) / 1000.0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   auto opt = parse(argc, argv);
+  std::FILE* json_out = nullptr;
+  bool json_file = false;
+  bool table = opt.json != "-";
   try {
-    mccl::runtime rt;
     auto co = mccl::comm_options_from_env();
+    // Rank 0 opens the file before the communicator exists, so a bad path
+    // fails at once.
+    if (co.rank == 0 && !opt.json.empty()) {
+      if (opt.json == "-") {
+        json_out = stdout;
+      } else {
+        json_out = std::fopen(opt.json.c_str(), "w");
+        if (json_out == nullptr) {
+          std::fprintf(stderr, "mccl-bench: cannot write --json %s: %s\n", opt.json.c_str(),
+                       std::strerror(errno));
+          return 2;
+        }
+        json_file = true;
+      }
+    }
+    mccl::runtime rt;
     if (!opt.algo.empty())
       co.overrides.set("MCCL_ALGO", std::string(to_string(opt.op)) + "=" + opt.algo);
     auto comm = rt.create_communicator(co);
@@ -423,18 +707,37 @@ int main(int argc, char** argv) {
     if (rooted(opt.op) && opt.root >= world)
       throw mccl::error(mccl::errc::invalid_argument,
                         "-r " + std::to_string(opt.root) + " is not a rank of " + std::to_string(world));
-    if (rank == 0) {
+    if (opt.op == bench_op::sendrecv && world < 2)
+      throw mccl::error(mccl::errc::invalid_argument,
+                        "-o sendrecv needs at least 2 ranks, this run has " + std::to_string(world));
+    const auto& spec = comm.settings().algo;
+    // What chose the algorithm, for the JSON "variant" key.
+    std::string variant = !opt.algo.empty() ? opt.algo
+                          : spec.empty()   ? std::string("table")
+                                           : "MCCL_ALGO=" + spec.text;
+    const char* dtype_text = opt.op == bench_op::barrier ? "none" : mccl::to_string(opt.type);
+    const char* redop_text = reduces(opt.op) ? mccl::to_string(opt.red) : "none";
+    bool data_op = opt.op != bench_op::barrier;
+    if (rank == 0 && table) {
       std::string what = to_string(opt.op);
-      if (opt.op != bench_op::barrier) {
-        what += std::string(", ") + mccl::to_string(opt.type);
-        if (reduces(opt.op))
-          what += ", sum";
+      if (data_op) {
+        what += std::string(", dtype ") + dtype_text + ", redop " + redop_text;
         if (rooted(opt.op))
           what += ", root " + std::to_string(opt.root);
-        what += opt.op == bench_op::gather || opt.op == bench_op::scatter ? ", out of place"
-                                                                          : ", in place";
+        what += in_place(opt) ? ", in place" : ", out of place";
+        if (opt.op == bench_op::sendrecv) {
+          what += ", pairs (0,1)";
+          if (world > 3)
+            what += world > 5 ? " (2,3) ..." : " (2,3)";
+          if (world % 2 == 1)
+            what += ", rank " + std::to_string(world - 1) + " idle";
+        }
       }
-      const auto& spec = comm.settings().algo;
+      if (opt.seconds > 0) {
+        char budget[64];
+        std::snprintf(budget, sizeof budget, ", %g s per size", opt.seconds);
+        what += budget;
+      }
       std::string algo = !opt.algo.empty() ? "algorithm " + opt.algo + " forced (MCCL_ALGO=\"" + spec.text + "\")"
                          : spec.empty()   ? std::string("built-in algorithm table")
                                           : "MCCL_ALGO=\"" + spec.text + "\" from the environment";
@@ -443,45 +746,66 @@ int main(int argc, char** argv) {
                   "p99(us)", "algbw(GB/s)", "busbw(GB/s)", "check", "algorithm");
       std::fflush(stdout);
     }
+    bool progress = rank == 0 && (opt.progress || isatty(STDERR_FILENO));
     bool all_ok = true;
     std::vector<std::string> fallbacks; // sizes where the forced algorithm did not run
-    std::size_t last_bytes = 0;
-    for (std::size_t size = opt.min_bytes; size <= opt.max_bytes; size *= opt.factor) {
-      bool last_size = size > opt.max_bytes / opt.factor || opt.op == bench_op::barrier;
-      plan p = make_plan(opt.op, opt.type, size, rank, world, opt.root);
-      // Rounding to whole elements per rank can give a size already measured.
-      if (opt.op != bench_op::barrier && p.bytes == last_bytes) {
-        if (last_size)
-          break;
-        continue;
+    auto sizes = sweep_sizes(opt, world);
+    for (std::size_t si = 0; si < sizes.size(); ++si) {
+      plan p = make_plan(opt, sizes[si], rank, world);
+      if (progress) {
+        std::fprintf(stderr, "# running %zu bytes (%zu/%zu)\n", p.bytes, si + 1, sizes.size());
+        std::fflush(stderr);
       }
-      last_bytes = p.bytes;
       int iters = opt.iters > 0 ? opt.iters : default_iters(p.bytes);
       int warmup = opt.warmup >= 0 ? opt.warmup : std::max(2, iters / 10);
       bytes_t buf(p.in_place ? p.send.size() : p.recv.size());
-      unsigned char* result = buf.data();
+      const bytes_t& init = p.in_place ? p.send : p.recv;
+      const unsigned char* send = p.send.empty() ? nullptr : p.send.data();
       std::vector<double> times;
       int bad = 0;
       std::string algorithm;
-      for (int it = 0; it < warmup + iters; ++it) {
+      // One iteration: the time from starting the op to its completion on
+      // this rank, in microseconds.
+      auto once = [&]() -> double {
         // Every iteration starts from the same inputs, so a stale result
         // from the previous iteration cannot pass the check.
-        const bytes_t& init = p.in_place ? p.send : p.recv;
         if (!init.empty())
           std::memcpy(buf.data(), init.data(), init.size());
         comm.barrier().wait();
         auto t0 = std::chrono::steady_clock::now();
-        auto w = start(comm, opt.op, opt.type, p, buf.data(), p.send.empty() ? nullptr : p.send.data(),
-                       buf.empty() ? nullptr : buf.data(), opt.root);
-        w.wait();
+        auto l = start(comm, opt, p, buf.empty() ? nullptr : buf.data(), send);
+        if (l.first.valid())
+          l.first.wait();
+        if (l.second.valid())
+          l.second.wait();
         auto t1 = std::chrono::steady_clock::now();
-        if (it >= warmup)
-          times.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-        if (it == warmup + iters - 1)
-          algorithm = w.metrics().algorithm;
+        if (l.first.valid())
+          algorithm = l.first.metrics().algorithm;
         if (opt.check && !p.expected.empty()
-            && std::memcmp(result + p.check_offset, p.expected.data(), p.expected.size()) != 0)
+            && std::memcmp(buf.data() + p.check_offset, p.expected.data(), p.expected.size()) != 0)
           ++bad;
+        return std::chrono::duration<double, std::micro>(t1 - t0).count();
+      };
+      for (int it = 0; it < warmup; ++it)
+        once();
+      if (opt.seconds > 0) {
+        // Rank 0 decides before each iteration whether the budget allows
+        // another and tells every rank, so all run the same count.
+        auto begin = std::chrono::steady_clock::now();
+        for (int it = 0;; ++it) {
+          int32_t go = 0;
+          if (rank == 0) {
+            double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+            go = it < min_timed_iters || (it < max_timed_iters && used < opt.seconds) ? 1 : 0;
+          }
+          comm.broadcast(&go, 1, mccl::dtype::int32, 0).wait();
+          if (!go)
+            break;
+          times.push_back(once());
+        }
+      } else {
+        for (int it = 0; it < iters; ++it)
+          times.push_back(once());
       }
       // The slowest rank defines each iteration's time; a rank that saw a
       // wrong element makes the size fail everywhere.
@@ -493,27 +817,54 @@ int main(int argc, char** argv) {
         double p50 = percentile(times, 50), p99 = percentile(times, 99);
         double algbw = p50 > 0 ? static_cast<double>(p.bytes) / (p50 * 1e-6) / 1e9 : 0.0;
         double busbw = algbw * bus_factor(opt.op, world);
-        std::printf("  %12zu %12zu %10.1f %10.1f %12.3f %12.3f %6s  %s\n", p.bytes, p.total_count,
-                    p50, p99, algbw, busbw,
-                    !opt.check || opt.op == bench_op::barrier ? "-" : bad ? "WRONG" : "ok",
-                    algorithm.c_str());
-        std::fflush(stdout);
+        bool checked = opt.check && data_op;
+        if (table) {
+          std::printf("  %12zu %12zu %10.1f %10.1f %12.3f %12.3f %6s  %s\n", p.bytes, p.total_count,
+                      p50, p99, algbw, busbw, !checked ? "-" : bad ? "WRONG" : "ok",
+                      algorithm.c_str());
+          std::fflush(stdout);
+        }
+        if (json_out != nullptr) {
+          nlohmann::ordered_json j;
+          j["library"] = "mccl";
+          j["variant"] = variant;
+          j["op"] = to_string(opt.op);
+          j["dtype"] = dtype_text;
+          j["redop"] = redop_text;
+          j["ranks"] = world;
+          j["bytes"] = p.bytes;
+          j["count"] = p.total_count;
+          j["p50_us"] = to_ns(p50);
+          j["p99_us"] = to_ns(p99);
+          j["algbw_gbs"] = algbw;
+          j["busbw_gbs"] = busbw;
+          j["check"] = !checked ? "skipped" : bad ? "WRONG" : "ok";
+          j["algorithm"] = algorithm;
+          std::fprintf(json_out, "%s\n", j.dump().c_str());
+          std::fflush(json_out);
+        }
         if (!opt.algo.empty() && algorithm != opt.algo)
           fallbacks.push_back(std::to_string(p.bytes));
       }
-      if (last_size)
-        break;
     }
     if (rank == 0 && !fallbacks.empty()) {
-      std::string sizes;
+      std::string sizes_text;
       for (const auto& s : fallbacks)
-        sizes += (sizes.empty() ? "" : ", ") + s;
-      std::printf("# note: %s %s did not run at %s bytes (it does not fit %d rank(s)); the "
-                  "built-in table chose instead (see the algorithm column)\n",
-                  to_string(opt.op), opt.algo.c_str(), sizes.c_str(), world);
-      std::fflush(stdout);
+        sizes_text += (sizes_text.empty() ? "" : ", ") + s;
+      // With --json - stdout holds only JSON lines.
+      std::FILE* note = table ? stdout : stderr;
+      std::fprintf(note,
+                   "# note: %s %s did not run at %s bytes (it does not fit %d rank(s)); the "
+                   "built-in table chose instead (see the algorithm column)\n",
+                   to_string(opt.op), opt.algo.c_str(), sizes_text.c_str(), world);
+      std::fflush(note);
     }
     comm.finalize();
+    if (json_file && std::fclose(json_out) != 0) {
+      std::fprintf(stderr, "mccl-bench: writing --json %s failed: %s\n", opt.json.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
     if (!all_ok) {
       if (rank == 0)
         std::fprintf(stderr, "mccl-bench: some results were WRONG\n");

@@ -13,7 +13,7 @@ set -euo pipefail
 REQUIRED_PACKAGES=(
   build-essential cmake pkg-config
   libcaf-dev libboost-dev libisal-dev libibverbs-dev libhwy-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   python3
 )
 
