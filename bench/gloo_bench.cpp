@@ -51,6 +51,8 @@
 // --json FILE (- for stdout) adds one JSON object per size (JSONL), written by
 // rank 0 only; with "--json -" the table goes to stderr.
 
+#include "bench_common.hpp"
+
 #include <gloo/algorithm.h>
 #include <gloo/allgather.h>
 #include <gloo/allgather_ring.h>
@@ -97,46 +99,12 @@ namespace {
 
 // ---- options -----------------------------------------------------------------
 
-enum class bench_op { allreduce, broadcast, allgather, reduce_scatter, alltoall, barrier };
+using namespace bench;
 
-struct op_name {
-  bench_op op;
-  const char* name;
-};
-
-constexpr op_name op_names[] = {
-  {bench_op::allreduce, "allreduce"},   {bench_op::broadcast, "broadcast"},
-  {bench_op::allgather, "allgather"},   {bench_op::reduce_scatter, "reduce_scatter"},
-  {bench_op::alltoall, "alltoall"},     {bench_op::barrier, "barrier"},
-};
-
-const char* to_string(bench_op op) {
-  for (const auto& n : op_names)
-    if (n.op == op)
-      return n.name;
-  return "unknown";
-}
-
-bool reduces(bench_op op) { return op == bench_op::allreduce || op == bench_op::reduce_scatter; }
-
-/// True for ops whose size is the gathered / full buffer of count * world.
-bool blocked(bench_op op) {
-  return op == bench_op::allgather || op == bench_op::reduce_scatter || op == bench_op::alltoall;
-}
-
-/// busbw / algbw, as in nccl-tests.
-double bus_factor(bench_op op, int world) {
-  double n = world;
-  switch (op) {
-    case bench_op::allreduce: return world > 1 ? 2.0 * (n - 1) / n : 0.0;
-    case bench_op::broadcast: return 1.0;
-    case bench_op::allgather:
-    case bench_op::reduce_scatter:
-    case bench_op::alltoall: return (n - 1) / n;
-    case bench_op::barrier: return 0.0;
-  }
-  return 0.0;
-}
+/// The ops gloo-bench runs.
+const std::vector<bench_op> supported_ops = {bench_op::allreduce, bench_op::broadcast,
+                                             bench_op::allgather, bench_op::reduce_scatter,
+                                             bench_op::alltoall,  bench_op::barrier};
 
 enum class dtype { float32, float64, float16, int8, uint8, int32, int64 };
 
@@ -235,63 +203,24 @@ struct options {
   std::exit(2);
 }
 
-/// "4", "64K", "1M", "2G" (binary multiples, case-insensitive, optional
-/// trailing B or iB), as mccl::parse_byte_size reads them; 0 on junk.
-std::size_t parse_byte_size(const std::string& text) {
-  constexpr auto max = static_cast<std::size_t>(-1);
-  std::size_t i = 0, value = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-    auto digit = static_cast<std::size_t>(text[i] - '0');
-    if (value > (max - digit) / 10)
-      return 0;
-    value = value * 10 + digit;
-  }
-  if (i == 0)
-    return 0;
-  std::size_t multiplier = 1;
-  if (i < text.size()) {
-    switch (text[i]) {
-      case 'k': case 'K': multiplier = std::size_t{1} << 10; break;
-      case 'm': case 'M': multiplier = std::size_t{1} << 20; break;
-      case 'g': case 'G': multiplier = std::size_t{1} << 30; break;
-      default: break;
-    }
-    if (multiplier != 1)
-      ++i;
-  }
-  std::string rest = text.substr(i);
-  for (auto& c : rest)
-    c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
-  if (!(rest.empty() || rest == "B" || (multiplier != 1 && rest == "IB")))
-    return 0;
-  if (value > max / multiplier)
-    return 0;
-  return value * multiplier;
-}
-
 std::size_t parse_size(const char* flag, const char* text) {
   auto v = parse_byte_size(text);
-  if (v == 0)
+  if (!v || *v == 0)
     usage((std::string(flag) + " expects a byte size such as 4, 64K or 16M, got \"" + text + "\"").c_str());
-  return v;
+  return *v;
 }
 
 int parse_int(const char* flag, const char* text) {
-  char* end = nullptr;
-  long v = std::strtol(text, &end, 10);
-  if (*text == '\0' || *end != '\0' || v < 0 || v > 1000000)
+  auto v = parse_count(text);
+  if (!v)
     usage((std::string(flag) + " expects a count, got \"" + text + "\"").c_str());
-  return static_cast<int>(v);
+  return *v;
 }
 
-bench_op parse_op(const std::string& text) {
-  for (const auto& n : op_names)
-    if (text == n.name)
-      return n.op;
-  std::string known;
-  for (const auto& n : op_names)
-    known += (known.empty() ? "" : ", ") + std::string(n.name);
-  usage(("-o expects one of " + known + ", got \"" + text + "\"").c_str());
+bench_op parse_op_arg(const std::string& text) {
+  if (auto op = parse_op(text, supported_ops))
+    return *op;
+  usage(("-o expects one of " + op_list(supported_ops) + ", got \"" + text + "\"").c_str());
 }
 
 dtype parse_dtype(const std::string& text) {
@@ -317,7 +246,7 @@ options parse(int argc, char** argv) {
     else if (a == "-f") o.factor = static_cast<std::size_t>(parse_int("-f", value()));
     else if (a == "-n") o.iters = parse_int("-n", value());
     else if (a == "-w") o.warmup = parse_int("-w", value());
-    else if (a == "-o" || a == "--op") o.op = parse_op(value());
+    else if (a == "-o" || a == "--op") o.op = parse_op_arg(value());
     else if (a == "-a" || a == "--algo") {
       algo = value();
       if (algo.empty())
@@ -357,38 +286,9 @@ options parse(int argc, char** argv) {
   return o;
 }
 
-/// Iterations for a size when -n is not given (mccl-bench's choice).
-int default_iters(std::size_t bytes) {
-  if (bytes <= (64u << 10)) return 200;
-  if (bytes <= (1u << 20)) return 50;
-  if (bytes <= (16u << 20)) return 10;
-  return 5;
-}
-
-// ---- deterministic data (mccl-bench's) ------------------------------------------
-//
-// Element j of rank r's input holds value(r, j) = (r + 1) * (j % 7 + 1):
-// small positive integers, so sums are exact in every type and the reference
-// is computed without communication. Integer types wrap modulo 2^bits on both
-// sides. Buffers are compared byte for byte with the reference.
-
-int64_t value(int rank, std::size_t j) {
-  return static_cast<int64_t>(rank + 1) * static_cast<int64_t>(j % 7 + 1);
-}
-
-int64_t ranks_sum(int world, std::size_t j) {
-  return static_cast<int64_t>(world) * (world + 1) / 2 * static_cast<int64_t>(j % 7 + 1);
-}
-
-/// IEEE binary16 bits of v mod 2048 (exact: integers below 2048 need 11 bits).
-uint16_t half_bits(int64_t v) {
-  auto x = static_cast<uint32_t>(v % 2048);
-  if (x == 0)
-    return 0;
-  int e = 31 - __builtin_clz(x);
-  uint32_t mantissa = (x << (10 - e)) & 0x3ffu;
-  return static_cast<uint16_t>(((e + 15) << 10) | mantissa);
-}
+// ---- deterministic data (bench_common.hpp's value(), as mccl-bench) -------------
+// Integer types wrap modulo 2^bits on both sides. Buffers are compared byte
+// for byte with the reference.
 
 template <class T>
 T element(int64_t v) {
@@ -461,7 +361,7 @@ plan<T> make_plan(const variant& v, std::size_t size, int rank, int world, int r
         p.input = make<T>(c, mine);
         p.init = make<T>(n, [](std::size_t) { return 0; });
       }
-      p.expected = make<T>(n, [c](std::size_t j) { return value(static_cast<int>(j / c), j % c); });
+      p.expected = make<T>(n, [c](std::size_t j) { return gathered_value(c, j); });
       break;
     case bench_op::reduce_scatter:
       // Gloo leaves this rank's reduced block at the start of the buffer
@@ -474,20 +374,12 @@ plan<T> make_plan(const variant& v, std::size_t size, int rank, int world, int r
       // Block j of rank r goes to rank j: there, block r of the result.
       p.input = make<T>(n, mine);
       p.init = make<T>(n, [](std::size_t) { return 0; });
-      p.expected = make<T>(n, [&](std::size_t j) { return value(static_cast<int>(j / c), r * c + j % c); });
+      p.expected = make<T>(n, [&](std::size_t j) { return alltoall_value(r, c, j); });
       break;
     default:
       break;
   }
   return p;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  auto idx = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, idx == 0 ? 0 : idx - 1)];
 }
 
 // ---- Gloo -------------------------------------------------------------------------
@@ -579,6 +471,8 @@ std::function<void()> make_runner(const context_ptr& ctx, const variant& v, plan
       if (name == "all_to_all")
         return keep(new gloo::BarrierAllToAll(ctx));
       return [ctx] { barrier(ctx); };
+    default: // not gloo-bench ops (parse_op_arg refuses them)
+      break;
   }
   return [] {};
 }

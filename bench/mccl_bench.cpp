@@ -21,6 +21,8 @@
 
 #include <mccl/mccl.hpp>
 
+#include "bench_common.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <unistd.h>
@@ -38,67 +40,19 @@
 
 namespace {
 
-enum class bench_op { allreduce, broadcast, reduce, allgather, reduce_scatter, alltoall, gather,
-                      scatter, barrier, sendrecv };
+using namespace bench;
 
-struct op_name {
-  bench_op op;
-  const char* name;
-};
-
-constexpr op_name op_names[] = {
-  {bench_op::allreduce, "allreduce"},   {bench_op::broadcast, "broadcast"},
-  {bench_op::reduce, "reduce"},         {bench_op::allgather, "allgather"},
-  {bench_op::reduce_scatter, "reduce_scatter"}, {bench_op::alltoall, "alltoall"},
-  {bench_op::gather, "gather"},         {bench_op::scatter, "scatter"},
-  {bench_op::barrier, "barrier"},       {bench_op::sendrecv, "sendrecv"},
-};
-
-const char* to_string(bench_op op) {
-  for (const auto& n : op_names)
-    if (n.op == op)
-      return n.name;
-  return "unknown";
-}
-
-bool reduces(bench_op op) {
-  return op == bench_op::allreduce || op == bench_op::reduce || op == bench_op::reduce_scatter;
-}
-
-bool rooted(bench_op op) {
-  return op == bench_op::broadcast || op == bench_op::reduce || op == bench_op::gather
-         || op == bench_op::scatter;
-}
-
-/// True for ops whose size is the gathered / full buffer of count * world.
-bool blocked(bench_op op) {
-  return op == bench_op::allgather || op == bench_op::reduce_scatter || op == bench_op::alltoall
-         || op == bench_op::gather || op == bench_op::scatter;
-}
+/// mccl-bench runs every op bench_common.hpp knows.
+const std::vector<bench_op> supported_ops = {
+  bench_op::allreduce, bench_op::broadcast, bench_op::reduce,  bench_op::allgather,
+  bench_op::reduce_scatter, bench_op::alltoall, bench_op::gather, bench_op::scatter,
+  bench_op::barrier,   bench_op::sendrecv};
 
 /// Ops that mccl-bench runs both in place and out of place.
 bool has_both_forms(bench_op op) {
   return op == bench_op::allreduce || op == bench_op::broadcast || op == bench_op::reduce
          || op == bench_op::allgather || op == bench_op::reduce_scatter
          || op == bench_op::alltoall;
-}
-
-/// busbw / algbw, as in nccl-tests.
-double bus_factor(bench_op op, int world) {
-  double n = world;
-  switch (op) {
-    case bench_op::allreduce: return world > 1 ? 2.0 * (n - 1) / n : 0.0;
-    case bench_op::broadcast:
-    case bench_op::reduce:
-    case bench_op::sendrecv: return 1.0;
-    case bench_op::allgather:
-    case bench_op::reduce_scatter:
-    case bench_op::alltoall:
-    case bench_op::gather:
-    case bench_op::scatter: return (n - 1) / n;
-    case bench_op::barrier: return 0.0;
-  }
-  return 0.0;
 }
 
 struct dtype_name {
@@ -221,14 +175,10 @@ double parse_seconds(const char* flag, const char* text) {
   return v;
 }
 
-bench_op parse_op(const std::string& text) {
-  for (const auto& n : op_names)
-    if (text == n.name)
-      return n.op;
-  std::string known;
-  for (const auto& n : op_names)
-    known += (known.empty() ? "" : ", ") + std::string(n.name);
-  usage(("-o expects one of " + known + ", got \"" + text + "\"").c_str());
+bench_op parse_op_arg(const std::string& text) {
+  if (auto op = parse_op(text, supported_ops))
+    return *op;
+  usage(("-o expects one of " + op_list(supported_ops) + ", got \"" + text + "\"").c_str());
 }
 
 mccl::dtype parse_dtype(const std::string& text) {
@@ -266,7 +216,7 @@ options parse(int argc, char** argv) {
     }
     else if (a == "-t" || a == "--time") o.seconds = parse_seconds(a.c_str(), value());
     else if (a == "-w") o.warmup = parse_int("-w", value());
-    else if (a == "-o" || a == "--op") o.op = parse_op(value());
+    else if (a == "-o" || a == "--op") o.op = parse_op_arg(value());
     else if (a == "-a" || a == "--algo") {
       o.algo = value();
       if (o.algo.empty())
@@ -318,16 +268,6 @@ options parse(int argc, char** argv) {
   return o;
 }
 
-/// Iterations for a size when neither -n nor -t is given: enough for a
-/// stable median, few enough that a 4-rank demo on 2 cores finishes in
-/// seconds.
-int default_iters(std::size_t bytes) {
-  if (bytes <= (64u << 10)) return 200;
-  if (bytes <= (1u << 20)) return 50;
-  if (bytes <= (16u << 20)) return 10;
-  return 5;
-}
-
 /// -t: at least this many timed iterations, at most the second.
 constexpr int min_timed_iters = 5;
 constexpr int max_timed_iters = 1000000;
@@ -355,9 +295,6 @@ constexpr int max_timed_iters = 1000000;
 // wrap modulo 2^bits on both sides. Buffers are compared byte for byte with
 // the reference.
 
-int64_t value(int rank, std::size_t j) {
-  return static_cast<int64_t>(rank + 1) * static_cast<int64_t>(j % 7 + 1);
-}
 
 int64_t reduction_input(mccl::redop op, mccl::dtype t, int world, int rank, std::size_t j) {
   auto r = static_cast<std::size_t>(rank);
@@ -399,16 +336,6 @@ int64_t reduction_result(mccl::redop op, mccl::dtype t, int world, std::size_t j
     }
   }
   return op == mccl::redop::avg ? acc / world : acc;
-}
-
-/// IEEE binary16 bits of v mod 2048 (exact: integers below 2048 need 11 bits).
-uint16_t half_bits(int64_t v) {
-  auto x = static_cast<uint32_t>(v % 2048);
-  if (x == 0)
-    return 0;
-  int e = 31 - __builtin_clz(x);
-  uint32_t mantissa = (x << (10 - e)) & 0x3ffu;
-  return static_cast<uint16_t>(((e + 15) << 10) | mantissa);
 }
 
 /// Writes v as one element of type t at p.
@@ -573,7 +500,7 @@ plan make_plan(const options& o, std::size_t size, int rank, int world) {
   p.count = c;
   p.total_count = n;
   p.bytes = n * e;
-  auto gathered = [c](std::size_t j) { return value(static_cast<int>(j / c), j % c); };
+  auto gathered = [c](std::size_t j) { return gathered_value(c, j); };
   switch (op) {
     case bench_op::allgather:
       if (p.in_place) {
@@ -600,7 +527,7 @@ plan make_plan(const options& o, std::size_t size, int rank, int world) {
       p.send = make(t, n, mine);
       if (!p.in_place)
         p.recv = make(t, n, sentinel);
-      p.expected = make(t, n, [&](std::size_t j) { return value(static_cast<int>(j / c), rank * c + j % c); });
+      p.expected = make(t, n, [&](std::size_t j) { return alltoall_value(rank, c, j); });
       break;
     case bench_op::gather:
       p.in_place = false;
@@ -615,7 +542,7 @@ plan make_plan(const options& o, std::size_t size, int rank, int world) {
       if (rank == root)
         p.send = make(t, n, mine);
       p.recv = make(t, c, sentinel);
-      p.expected = make(t, c, [&](std::size_t k) { return value(root, rank * c + k); });
+      p.expected = make(t, c, [&](std::size_t k) { return scatter_value(root, rank, c, k); });
       break;
     default:
       break;
@@ -659,14 +586,6 @@ launched start(mccl::communicator& comm, const options& o, const plan& p, unsign
     }
   }
   return {};
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  auto idx = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) ;
-  return v[std::min(v.size() - 1, idx == 0 ? 0 : idx - 1)];
 }
 
 /// v rounded to a nanosecond when v is in microseconds (prints as 73.412).

@@ -26,6 +26,8 @@
 
 #include <mpi.h>
 
+#include "bench_common.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -42,66 +44,21 @@ extern char** environ;
 
 namespace {
 
-enum class bench_op { allreduce, broadcast, reduce, allgather, reduce_scatter, alltoall, gather,
-                      scatter, barrier };
+using namespace bench;
 
-struct op_name {
-  bench_op op;
-  const char* name;
-  const char* tuned; ///< the op's name in coll_tuned_<name>_... MCA parameters
-};
+/// The ops mpi-bench runs.
+const std::vector<bench_op> supported_ops = {
+  bench_op::allreduce, bench_op::broadcast, bench_op::reduce,  bench_op::allgather,
+  bench_op::reduce_scatter, bench_op::alltoall, bench_op::gather, bench_op::scatter,
+  bench_op::barrier};
 
-constexpr op_name op_names[] = {
-  {bench_op::allreduce, "allreduce", "allreduce"},
-  {bench_op::broadcast, "broadcast", "bcast"},
-  {bench_op::reduce, "reduce", "reduce"},
-  {bench_op::allgather, "allgather", "allgather"},
-  {bench_op::reduce_scatter, "reduce_scatter", "reduce_scatter_block"},
-  {bench_op::alltoall, "alltoall", "alltoall"},
-  {bench_op::gather, "gather", "gather"},
-  {bench_op::scatter, "scatter", "scatter"},
-  {bench_op::barrier, "barrier", "barrier"},
-};
-
-const op_name& entry(bench_op op) {
-  for (const auto& n : op_names)
-    if (n.op == op)
-      return n;
-  return op_names[0];
-}
-
-const char* to_string(bench_op op) { return entry(op).name; }
-
-bool reduces(bench_op op) {
-  return op == bench_op::allreduce || op == bench_op::reduce || op == bench_op::reduce_scatter;
-}
-
-bool rooted(bench_op op) {
-  return op == bench_op::broadcast || op == bench_op::reduce || op == bench_op::gather
-         || op == bench_op::scatter;
-}
-
-/// True for ops whose size is the gathered / full buffer of count * world.
-bool blocked(bench_op op) {
-  return op == bench_op::allgather || op == bench_op::reduce_scatter || op == bench_op::alltoall
-         || op == bench_op::gather || op == bench_op::scatter;
-}
-
-/// busbw / algbw, as in nccl-tests.
-double bus_factor(bench_op op, int world) {
-  double n = world;
+/// The op's name in Open MPI's coll_tuned_<name>_... MCA parameters.
+const char* tuned_name(bench_op op) {
   switch (op) {
-    case bench_op::allreduce: return world > 1 ? 2.0 * (n - 1) / n : 0.0;
-    case bench_op::broadcast:
-    case bench_op::reduce: return 1.0;
-    case bench_op::allgather:
-    case bench_op::reduce_scatter:
-    case bench_op::alltoall:
-    case bench_op::gather:
-    case bench_op::scatter: return (n - 1) / n;
-    case bench_op::barrier: return 0.0;
+    case bench_op::broadcast: return "bcast";
+    case bench_op::reduce_scatter: return "reduce_scatter_block";
+    default: return to_string(op);
   }
-  return 0.0;
 }
 
 enum class dtype { float32, float64, int32 };
@@ -177,64 +134,24 @@ void print_usage(const char* why) {
                "  Reductions are sums; ops run in place (gather and scatter out of place).\n");
 }
 
-/// As mccl's parse_byte_size: digits, then an optional K/M/G (powers of 1024),
-/// then an optional B (or iB after K/M/G), case-insensitive.
-bool parse_byte_size(const std::string& text, std::size_t& out) {
-  constexpr auto max = static_cast<std::size_t>(-1);
-  std::size_t i = 0, value = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-    auto digit = static_cast<std::size_t>(text[i] - '0');
-    if (value > (max - digit) / 10)
-      return false;
-    value = value * 10 + digit;
-  }
-  if (i == 0)
-    return false;
-  std::size_t multiplier = 1;
-  if (i < text.size()) {
-    switch (text[i]) {
-      case 'k': case 'K': multiplier = std::size_t{1} << 10; break;
-      case 'm': case 'M': multiplier = std::size_t{1} << 20; break;
-      case 'g': case 'G': multiplier = std::size_t{1} << 30; break;
-      default: break;
-    }
-    if (multiplier != 1)
-      ++i;
-  }
-  std::string rest = text.substr(i);
-  for (auto& c : rest)
-    c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
-  if (!(rest.empty() || rest == "B" || (multiplier != 1 && rest == "IB")))
-    return false;
-  if (value > max / multiplier)
-    return false;
-  out = value * multiplier;
-  return true;
-}
-
 std::size_t parse_size(const std::string& flag, const char* text) {
-  std::size_t v = 0;
-  if (!parse_byte_size(text, v) || v == 0)
+  auto v = parse_byte_size(text);
+  if (!v || *v == 0)
     throw usage_error{flag + " expects a byte size such as 4, 64K or 16M, got \"" + text + "\""};
-  return v;
+  return *v;
 }
 
 int parse_int(const std::string& flag, const char* text) {
-  char* end = nullptr;
-  long v = std::strtol(text, &end, 10);
-  if (*text == '\0' || *end != '\0' || v < 0 || v > 1000000)
+  auto v = parse_count(text);
+  if (!v)
     throw usage_error{flag + " expects a count, got \"" + text + "\""};
-  return static_cast<int>(v);
+  return *v;
 }
 
-bench_op parse_op(const std::string& text) {
-  for (const auto& n : op_names)
-    if (text == n.name)
-      return n.op;
-  std::string known;
-  for (const auto& n : op_names)
-    known += (known.empty() ? "" : ", ") + std::string(n.name);
-  throw usage_error{"-o expects one of " + known + ", got \"" + text + "\""};
+bench_op parse_op_arg(const std::string& text) {
+  if (auto op = parse_op(text, supported_ops))
+    return *op;
+  throw usage_error{"-o expects one of " + op_list(supported_ops) + ", got \"" + text + "\""};
 }
 
 dtype parse_dtype(const std::string& text) {
@@ -261,7 +178,7 @@ options parse(int argc, char** argv) {
     else if (a == "-f") o.factor = static_cast<std::size_t>(parse_int("-f", value()));
     else if (a == "-n") o.iters = parse_int("-n", value());
     else if (a == "-w") o.warmup = parse_int("-w", value());
-    else if (a == "-o" || a == "--op") o.op = parse_op(value());
+    else if (a == "-o" || a == "--op") o.op = parse_op_arg(value());
     else if (a == "-d" || a == "--dtype") o.type = parse_dtype(value());
     else if (a == "-r" || a == "--root") o.root = parse_int("-r", value());
     else if (a == "--no-check") o.check = false;
@@ -283,14 +200,6 @@ options parse(int argc, char** argv) {
   if (o.min_bytes > o.max_bytes)
     throw usage_error{"-b must not exceed -e"};
   return o;
-}
-
-/// Iterations for a size when -n is not given (mccl-bench's choice).
-int default_iters(std::size_t bytes) {
-  if (bytes <= (64u << 10)) return 200;
-  if (bytes <= (1u << 20)) return 50;
-  if (bytes <= (16u << 20)) return 10;
-  return 5;
 }
 
 // ---- the algorithm column --------------------------------------------------
@@ -324,7 +233,7 @@ std::string algorithm_label(bench_op op, int world) {
         if (rest.compare(0, with.size(), with) == 0 && std::strlen(t) > tuned_op.size())
           tuned_op = t;
       }
-      if (!tuned_op.empty() && tuned_op != entry(op).tuned)
+      if (!tuned_op.empty() && tuned_op != tuned_name(op))
         continue;
     }
     for (auto& c : nv) // keep the column one word
@@ -341,19 +250,8 @@ std::string algorithm_label(bench_op op, int world) {
   return out;
 }
 
-// ---- deterministic data (as mccl-bench) -------------------------------------
-//
-// Element j of rank r's input holds value(r, j) = (r + 1) * (j % 7 + 1):
-// small positive integers, so sums are exact in every type and the reference
-// is computed without communication. Buffers are compared byte for byte.
-
-int64_t value(int rank, std::size_t j) {
-  return static_cast<int64_t>(rank + 1) * static_cast<int64_t>(j % 7 + 1);
-}
-
-int64_t ranks_sum(int world, std::size_t j) {
-  return static_cast<int64_t>(world) * (world + 1) / 2 * static_cast<int64_t>(j % 7 + 1);
-}
+// ---- deterministic data (bench_common.hpp's value(), as mccl-bench) ---------
+// Buffers are compared byte for byte with the reference.
 
 void put(dtype t, unsigned char* p, int64_t v) {
   switch (t) {
@@ -421,7 +319,7 @@ plan make_plan(bench_op op, dtype t, std::size_t size, int rank, int world, int 
   p.count = c;
   p.total_count = n;
   p.bytes = n * e;
-  auto gathered = [c](std::size_t j) { return value(static_cast<int>(j / c), j % c); };
+  auto gathered = [c](std::size_t j) { return gathered_value(c, j); };
   switch (op) {
     case bench_op::allgather:
       // This rank's block holds its input; the others must be overwritten.
@@ -439,7 +337,7 @@ plan make_plan(bench_op op, dtype t, std::size_t size, int rank, int world, int 
     case bench_op::alltoall:
       // Block j of rank r goes to rank j: there, block r of the result.
       p.send = make(t, n, mine);
-      p.expected = make(t, n, [&](std::size_t j) { return value(static_cast<int>(j / c), rank * c + j % c); });
+      p.expected = make(t, n, [&](std::size_t j) { return alltoall_value(rank, c, j); });
       break;
     case bench_op::gather:
       p.in_place = false;
@@ -454,7 +352,7 @@ plan make_plan(bench_op op, dtype t, std::size_t size, int rank, int world, int 
       if (rank == root)
         p.send = make(t, n, mine);
       p.recv = make(t, c, sentinel);
-      p.expected = make(t, c, [&](std::size_t k) { return value(root, rank * c + k); });
+      p.expected = make(t, c, [&](std::size_t k) { return scatter_value(root, rank, c, k); });
       break;
     default:
       break;
@@ -483,33 +381,9 @@ int run_op(bench_op op, dtype t, const plan& p, unsigned char* buf, const unsign
     case bench_op::gather: return MPI_Gather(send, c, mt, recv, c, mt, root, MPI_COMM_WORLD);
     case bench_op::scatter: return MPI_Scatter(send, c, mt, recv, c, mt, root, MPI_COMM_WORLD);
     case bench_op::barrier: return MPI_Barrier(MPI_COMM_WORLD);
+    case bench_op::sendrecv: break; // not an mpi-bench op
   }
   return MPI_ERR_OTHER;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  auto idx = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, idx == 0 ? 0 : idx - 1)];
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\u%04x", c);
-      out += esc;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
 }
 
 /// The first line of MPI_Get_library_version, e.g. "Open MPI v4.1.4, ...".
