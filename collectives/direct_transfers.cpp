@@ -143,38 +143,52 @@ void copy_own(void* dst, const void* src, std::size_t bytes) {
 
 } // namespace
 
-std::unique_ptr<algorithm> make_gather_linear(collective_io& io, const collective_args& a) {
+namespace {
+
+/// Gather (to_root) and scatter move one block between the root and every
+/// rank, in opposite directions: block r of the root's rank-ordered buffer
+/// is rank r's own buffer.
+std::unique_ptr<algorithm> linear_rooted(collective_io& io, const collective_args& a, bool to_root) {
   const auto& op = a.op;
   auto e = op.elem_size();
   std::vector<outgoing_block> out;
   std::vector<incoming_block> in;
+  // The root's rank-ordered buffer and each rank's own block.
+  auto* all = to_root ? mbytes(op.recv) : mbytes(const_cast<void*>(op.send));
+  auto* own = to_root ? mbytes(const_cast<void*>(op.send)) : mbytes(op.recv);
   if (a.rank == op.root) {
-    for (int r = 0; r < a.world; ++r)
-      if (r != a.rank)
-        in.push_back({r, mbytes(op.recv) + op.offset_of(r) * e, op.count_of(r) * e});
-    copy_own(mbytes(op.recv) + op.offset_of(a.rank) * e, op.send, op.count_of(a.rank) * e);
+    for (int r = 0; r < a.world; ++r) {
+      if (r == a.rank)
+        continue;
+      auto block = all + op.offset_of(r) * e;
+      auto bytes = op.count_of(r) * e;
+      if (to_root)
+        in.push_back({r, block, bytes});
+      else
+        out.push_back({r, block, bytes});
+    }
+    auto mine = all + op.offset_of(a.rank) * e;
+    auto bytes = op.count_of(a.rank) * e;
+    to_root ? copy_own(mine, own, bytes) : copy_own(own, mine, bytes);
+  } else if (to_root) {
+    out.push_back({op.root, own, op.count_of(a.rank) * e});
   } else {
-    out.push_back({op.root, cbytes(op.send), op.count_of(a.rank) * e});
+    in.push_back({op.root, own, op.count_of(a.rank) * e});
   }
   return std::make_unique<block_mover>(io, a, std::move(out), std::move(in), false,
-                                       "linear gather to root " + std::to_string(op.root));
+                                       std::string(to_root ? "linear gather to root "
+                                                           : "linear scatter from root ")
+                                         + std::to_string(op.root));
+}
+
+} // namespace
+
+std::unique_ptr<algorithm> make_gather_linear(collective_io& io, const collective_args& a) {
+  return linear_rooted(io, a, true);
 }
 
 std::unique_ptr<algorithm> make_scatter_linear(collective_io& io, const collective_args& a) {
-  const auto& op = a.op;
-  auto e = op.elem_size();
-  std::vector<outgoing_block> out;
-  std::vector<incoming_block> in;
-  if (a.rank == op.root) {
-    for (int r = 0; r < a.world; ++r)
-      if (r != a.rank)
-        out.push_back({r, cbytes(op.send) + op.offset_of(r) * e, op.count_of(r) * e});
-    copy_own(op.recv, cbytes(op.send) + op.offset_of(a.rank) * e, op.count_of(a.rank) * e);
-  } else {
-    in.push_back({op.root, mbytes(op.recv), op.count_of(a.rank) * e});
-  }
-  return std::make_unique<block_mover>(io, a, std::move(out), std::move(in), false,
-                                       "linear scatter from root " + std::to_string(op.root));
+  return linear_rooted(io, a, false);
 }
 
 namespace {
