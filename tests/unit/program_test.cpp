@@ -10,31 +10,13 @@
 #include <gtest/gtest.h>
 
 #include "config/error.hpp"
+#include "contributions.hpp"
 
 using namespace mccl::sched;
 
 namespace {
 
-constexpr int max_world = 64;
-
-// Bit r set: rank r's contribution (reductions) or rank r's original data
-// (data movement) is in the block.
-using contributions = uint64_t;
-
-contributions everyone(int world) {
-  return world == 64 ? ~contributions{0} : ((contributions{1} << world) - 1);
-}
-
-contributions only(int rank) {
-  return contributions{1} << rank;
-}
-
-int ceil_log2(int w) {
-  int k = 0;
-  while ((1 << k) < w)
-    ++k;
-  return k;
-}
+using namespace sim;
 
 int floor_pow2(int w) {
   int p = 1;

@@ -7,26 +7,13 @@
 #include <gtest/gtest.h>
 
 #include "config/error.hpp"
+#include "contributions.hpp"
 
 using namespace mccl::sched;
 
 namespace {
 
-constexpr int max_world = 64;
-
-// Bit r set: rank r's contribution is in the value.
-using contributions = uint64_t;
-
-contributions everyone(int world) {
-  return world == 64 ? ~contributions{0} : ((contributions{1} << world) - 1);
-}
-
-int ceil_log2(int w) {
-  int k = 0;
-  while ((1 << k) < w)
-    ++k;
-  return k;
-}
+using namespace sim;
 
 } // namespace
 
