@@ -119,12 +119,7 @@ public:
     drain();
   }
 
-  bool receives() const override {
-    for (const auto& it : items_)
-      if (!it.is_send)
-        return true;
-    return false;
-  }
+  bool receives() const override { return !recv_index_.empty(); }
 
   std::string where() const override {
     for (const auto& it : items_)
