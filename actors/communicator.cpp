@@ -1,5 +1,6 @@
 #include "actors/runtime_impl.hpp"
 
+#include "actors/inline_path.hpp"
 #include "actors/link_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/progress_actor.hpp"
@@ -29,6 +30,14 @@ struct communicator::impl {
   store_ptr rendezvous; ///< kept for split(): sub-communicators meet here
   std::unique_ptr<tcp_store_server> store_server;
   caf::actor progress;
+  std::shared_ptr<actors::comm_shared> shared;
+  /// Small ops run on the caller's thread when nothing else is in flight.
+  std::unique_ptr<actors::inline_path> inline_ops;
+  /// Ops submitted to the progress actor and not yet completed.
+  std::shared_ptr<std::atomic<int>> in_flight = std::make_shared<std::atomic<int>>(0);
+  /// Orders submissions; held for the whole of an inline op, so ops from
+  /// several threads never overlap with one.
+  std::mutex submit_mutex;
   std::mutex finalize_mutex;
   std::atomic<bool> finalized{false};
   std::atomic<uint64_t> splits{0};
@@ -39,6 +48,9 @@ struct communicator::impl {
     std::lock_guard<std::mutex> guard{finalize_mutex};
     if (finalized.exchange(true))
       return;
+    // An op running inline on another thread ends first (bounded by its
+    // deadline); later submissions see `finalized`.
+    std::lock_guard<std::mutex> no_submissions{submit_mutex};
     if (progress) {
       caf::scoped_actor self{*rt->system};
       self->request(progress, std::chrono::seconds(3), actors::shutdown_atom::value)
@@ -167,6 +179,13 @@ struct communicator::impl {
     }
     req->work = std::make_shared<work_state>(cfg.timeout);
     work w(req->work);
+    std::lock_guard<std::mutex> guard{submit_mutex};
+    if (finalized.load())
+      reject(op, errc::finalized, "the communicator was finalized");
+    if (inline_ops && in_flight->load() == 0 && inline_ops->eligible(op) && inline_ops->try_run(op))
+      return w;
+    in_flight->fetch_add(1);
+    req->work->track(in_flight);
     caf::anon_send(progress, actors::submit_atom::value, std::move(req));
     return w;
   }
@@ -346,15 +365,25 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     mo.socket_buffer_bytes = cfg.socket_buffer_bytes;
     mo.rendezvous = rendezvous.get();
     mo.key_prefix = prefix;
-    conns = transport::build_tcp_mesh(rt->reactor->io(), mo);
+    conns = transport::build_tcp_mesh(rt->reactor->monitor(), mo);
     MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s)");
     p->rendezvous = rendezvous;
   }
   MCCL_LOG(info, "communicator " << o.comm_id << ": " << describe_selection(o.world_size, cfg));
 
   auto& sys = *rt->system;
+  p->shared = pi.shared;
   p->progress = sys.spawn<actors::progress_actor>(pi);
   std::vector<caf::actor> links(static_cast<std::size_t>(o.world_size));
+  actors::inline_init ii;
+  ii.rank = o.rank;
+  ii.world = o.world_size;
+  ii.comm_id = o.comm_id;
+  ii.cfg = cfg;
+  ii.pool = &rt->pool;
+  ii.progress = p->progress;
+  ii.shared = p->shared;
+  ii.peers.resize(static_cast<std::size_t>(o.world_size));
   for (int peer = 0; peer < o.world_size; ++peer) {
     if (!conns.empty() && conns[peer]) {
       actors::link_init li;
@@ -371,9 +400,15 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
       // small op on the latency path.
       li.max_payload = static_cast<uint32_t>(std::min<std::size_t>(
         std::max(cfg.chunk_bytes, cfg.small_msg_threshold), wire::max_payload_limit));
+      li.lease = std::make_shared<actors::link_lease>();
+      ii.max_payload = li.max_payload;
+      ii.peers[peer] = actors::inline_peer{li.conn, li.lease, nullptr};
       links[peer] = sys.spawn<actors::link_actor>(std::move(li));
+      ii.peers[peer].link = links[peer];
     }
   }
+  if (!conns.empty())
+    p->inline_ops = std::make_unique<actors::inline_path>(std::move(ii));
   // Sent from this thread before any submit, so the progress actor has its
   // links before the first op arrives (mailboxes keep per-sender order).
   caf::anon_send(p->progress, std::move(links));
@@ -537,8 +572,11 @@ communicator communicator::split(int color, int key) {
 
 void communicator::abort(const std::string& reason) {
   auto& p = checked();
-  if (!p.finalized.load() && p.progress)
+  if (!p.finalized.load() && p.progress) {
+    // An op running inline on another thread stops waiting within 100 ms.
+    p.shared->close("rank " + std::to_string(p.rank) + " called abort: " + reason);
     caf::anon_send(p.progress, actors::abort_atom::value, reason);
+  }
 }
 
 void communicator::finalize() {

@@ -19,12 +19,17 @@ constexpr std::size_t direct_read_min = 64 * 1024;
 constexpr std::size_t poll_budget = 8u << 20;
 /// Chunks of ops this rank has not started yet that we keep at most.
 constexpr std::size_t max_early_bytes = std::size_t{2} << 30;
+/// Early chunks up to this size are handed back with the connection when it
+/// is offered to the inline path; more means a large op is coming, which
+/// takes the actor path anyway.
+constexpr std::size_t max_lent_early_bytes = 1u << 20;
 constexpr int max_iov = 32;
 } // namespace
 
 link_actor::link_actor(caf::actor_config& cfg, link_init init)
   : caf::event_based_actor(cfg), init_(std::move(init)), stage_(stage_capacity) {
   peer_name_ = init_.conn->description();
+  offered_ = init_.lease != nullptr; // see link_lease: new leases start on offer
   last_tx_ = last_rx_ = last_activity_ = clock::now();
 }
 
@@ -45,6 +50,7 @@ caf::behavior link_actor::make_behavior() {
           early_bytes_ -= c.header.payload_len;
         early_.erase(i);
       }
+      offer_if_idle();
     },
     [this](poll_atom) {
       poll_queued_ = false;
@@ -54,6 +60,7 @@ caf::behavior link_actor::make_behavior() {
       (for_write ? write_armed_ : read_armed_) = false;
       poll();
     },
+    [this](returned_atom) { poll(); },
     [this](tick_atom) { on_tick(); },
     [this](abort_atom, int origin, std::string& reason, errc code) {
       on_abort(origin, reason, code);
@@ -62,7 +69,10 @@ caf::behavior link_actor::make_behavior() {
     [this](post_recv_atom, uint32_t tag, uint64_t op_id, caf::actor& receiver) {
       on_post_recv(tag, op_id, std::move(receiver));
     },
-    [this](unpost_atom, uint64_t op_id) { on_unpost(op_id); },
+    [this](unpost_atom, uint64_t op_id) {
+      on_unpost(op_id);
+      offer_if_idle();
+    },
     [this](shutdown_atom, uint64_t issued) {
       on_shutdown(issued);
       return true;
@@ -248,7 +258,9 @@ void link_actor::on_tick() {
   if (closed_)
     return;
   auto now = clock::now();
-  if (!aborted_ && txq_.empty() && now - last_tx_ >= init_.heartbeat) {
+  // While the inline path has the connection its own frames show the peer
+  // we are alive; have_connection() then just asks for a poke afterwards.
+  if (!aborted_ && txq_.empty() && now - last_tx_ >= init_.heartbeat && have_connection()) {
     enqueue_control(wire::frame_kind::heartbeat, 0, {});
     write_frames();
     kick();
@@ -265,8 +277,68 @@ void link_actor::kick() {
   send(this, poll_atom::value);
 }
 
+bool link_actor::have_connection() {
+  if (!init_.lease || !offered_)
+    return true;
+  if (!init_.lease->reclaim())
+    return false;
+  offered_ = false;
+  // What the inline path left: a frame it could not finish writing goes out
+  // first; bytes it read past its own frames are parsed before new ones.
+  auto& lease = *init_.lease;
+  if (!lease.unwritten.empty()) {
+    tx_item item;
+    item.owned = std::move(lease.unwritten);
+    lease.unwritten.clear();
+    item.data = item.owned.data();
+    item.len = item.owned.size();
+    item.written = wire::header_size; // raw bytes: the header is inside them
+    txq_.push_front(std::move(item));
+  }
+  if (!lease.unread.empty()) {
+    // lendable() required an empty stage, so the bytes start at its front.
+    if (lease.unread.size() > stage_.size())
+      stage_.resize(lease.unread.size());
+    std::memcpy(stage_.data(), lease.unread.data(), lease.unread.size());
+    stage_begin_ = 0;
+    stage_end_ = lease.unread.size();
+    lease.unread.clear();
+  }
+  return true;
+}
+
+void link_actor::offer_if_idle() {
+  // The last op left while the link was parked: offer the connection now,
+  // not at the next wake-up. A spinning link parks (and offers) by itself.
+  if (!poll_queued_ && !offered_ && lendable())
+    park();
+}
+
+bool link_actor::lendable() const {
+  return init_.lease && !closed_ && !aborted_ && txq_.empty() && !in_payload_
+         && stage_begin_ == stage_end_ && routes_.empty() && early_bytes_ <= max_lent_early_bytes
+         && posted_.empty() && p2p_routes_.empty();
+}
+
+void link_actor::hand_early_chunks_to_lease() {
+  // A peer that runs ahead sent chunks of ops this rank has not issued yet.
+  // Put them back as the frames they came in, so the next op can still run
+  // inline and find them first (reclaiming parses them again).
+  auto& unread = init_.lease->unread;
+  for (auto& [seq, chunks] : early_)
+    for (auto& c : chunks) {
+      auto at = unread.size();
+      unread.resize(at + wire::header_size + c.header.payload_len);
+      wire::encode_header(c.header, unread.data() + at);
+      if (c.header.payload_len > 0)
+        std::memcpy(unread.data() + at + wire::header_size, c.buffer.get(), c.header.payload_len);
+      early_bytes_ -= c.header.payload_len; // the rest counts unexpected p2p messages
+    }
+  early_.clear();
+}
+
 void link_actor::poll() {
-  if (closed_)
+  if (closed_ || !have_connection())
     return;
   auto moved = read_frames();
   if (!closed_)
@@ -288,6 +360,10 @@ void link_actor::park() {
   if (closed_)
     return;
   caf::actor self = caf::actor_cast<caf::actor>(this);
+  // An idle link still reads: a peer's ABORT or BYE must reach the progress
+  // actor while this rank issues nothing (a peer that runs ahead then sends
+  // the next op's chunks here, and that op takes the actor path).
+  bool lend = lendable();
   if (!read_armed_) {
     read_armed_ = true;
     init_.conn->notify_when_ready(false, [self] { caf::anon_send(self, ready_atom::value, false); });
@@ -296,10 +372,17 @@ void link_actor::park() {
     write_armed_ = true;
     init_.conn->notify_when_ready(true, [self] { caf::anon_send(self, ready_atom::value, true); });
   }
+  if (lend && !offered_) {
+    hand_early_chunks_to_lease();
+    offered_ = true;
+    init_.lease->offer();
+  }
 }
 
 std::size_t link_actor::read_frames() {
   std::size_t total = 0;
+  if (!have_connection())
+    return total;
   while (!closed_ && total < poll_budget) {
     // 1. Consume what is staged.
     while (stage_begin_ < stage_end_ && !closed_) {
@@ -425,6 +508,8 @@ void link_actor::dispatch_data(rx_chunk chunk) {
 
 std::size_t link_actor::write_frames() {
   std::size_t total = 0;
+  if (!have_connection())
+    return total;
   while (!txq_.empty() && !closed_) {
     iovec iov[max_iov];
     int n = 0;

@@ -24,10 +24,12 @@
 /// the link busy-polls its connection by sending itself poll_atom, so bytes,
 /// chunk messages and reductions stay on one CAF worker without thread
 /// hand-offs. After MCCL_SPIN_US without traffic it parks: the reactor
-/// thread waits in the kernel and wakes it (ready_atom). An idle rank burns
-/// no CPU.
+/// monitor waits in the kernel and wakes it (ready_atom). An idle rank burns
+/// no CPU. A parked link with nothing to do offers its connection to the
+/// inline path (link_lease.hpp) and takes it back before touching it again.
 
 #include "actors/buffer_pool.hpp"
+#include "actors/link_lease.hpp"
 #include "actors/messages.hpp"
 #include "transport/connection.hpp"
 
@@ -53,6 +55,8 @@ struct link_init {
   std::chrono::microseconds spin{50};
   std::chrono::milliseconds heartbeat{1000};
   uint32_t max_payload = 0; ///< largest data frame accepted (chunk size + slack)
+  /// Shared with the communicator's inline path; null: never lent.
+  std::shared_ptr<link_lease> lease;
 };
 
 class link_actor : public caf::event_based_actor {
@@ -94,6 +98,14 @@ private:
   void on_tick();
 
   // ---- progress
+  /// True when this actor may use the connection now (taking it back from
+  /// the inline path if it was offered). False while a caller has it: the
+  /// caller pokes us (returned_atom) when done.
+  bool have_connection();
+  /// Parked, with nothing queued, half-read, routed or buffered.
+  bool lendable() const;
+  void offer_if_idle();
+  void hand_early_chunks_to_lease();
   void kick();            ///< schedule a poll unless one is queued
   void poll();            ///< move bytes both ways, then spin or park
   void park();
@@ -157,6 +169,7 @@ private:
   bool write_armed_ = false;
   clock::time_point last_activity_;
   bool closed_ = false;
+  bool offered_ = false; ///< the lease is (or was, until reclaimed) offered
   std::string close_reason_ = "the link was closed"; ///< why, for sends that arrive later
   std::string peer_abort_reason_; ///< set once the peer sent an ABORT frame
   bool aborted_ = false;

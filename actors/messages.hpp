@@ -37,6 +37,8 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;         // timers
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>; // finalize
 using post_recv_atom = caf::atom_constant<caf::atom("postrecv")>; // progress -> link (p2p)
 using unpost_atom = caf::atom_constant<caf::atom("unpost")>;      // progress -> link (p2p)
+using returned_atom = caf::atom_constant<caf::atom("returned")>;  // inline path -> link (lease)
+using op_failed_atom = caf::atom_constant<caf::atom("opfailed")>; // inline path -> progress
 
 /// A frame a collective wants sent: header plus a view of the payload, which
 /// stays valid until the link reports it sent (sent_atom to `notify`).

@@ -48,6 +48,11 @@ caf::behavior progress_actor::make_behavior() {
     [this](peer_abort_atom, int origin, std::string& why, errc code) {
       abort(code, "rank " + std::to_string(origin) + " aborted the communicator: " + why, origin, why);
     },
+    [this](op_failed_atom, errc code, std::string& why) {
+      // An op the inline path ran failed: abort like for any failed op.
+      MCCL_LOG(error, why);
+      abort(code, why, init_.rank);
+    },
     [this](abort_atom, std::string& why) {
       abort(errc::aborted, "rank " + std::to_string(init_.rank) + " called abort: " + why,
             init_.rank);
@@ -75,7 +80,7 @@ void progress_actor::number(op_request& op) {
       next_message_.assign(static_cast<std::size_t>(init_.world), 0);
     op.seq = next_message_[static_cast<std::size_t>(op.root)]++;
   } else if (op.kind != op_kind::recv) {
-    op.seq = next_seq_++;
+    op.seq = init_.shared->next_seq.fetch_add(1);
   }
 }
 
@@ -105,7 +110,7 @@ void progress_actor::submit(op_ptr op) {
                                          + d.why + ")");
   }
   std::string why;
-  auto [name, factory] = pick_algorithm(*op, &why);
+  auto [name, factory] = select_algorithm(*op, init_.world, init_.cfg, &why);
   if (!factory)
     return fail_now(errc::internal, why);
   op->algorithm = name;
@@ -135,32 +140,6 @@ void progress_actor::submit(op_ptr op) {
   MCCL_LOG(debug, describe(*op) << (p2p ? "" : " seq " + std::to_string(op->seq)) << ": " << name);
   auto id = op->id;
   in_flight_.emplace(id, in_flight{std::move(op), c, name, std::chrono::steady_clock::now()});
-}
-
-std::pair<std::string, algorithm_factory> progress_actor::pick_algorithm(const op_request& op,
-                                                                         std::string* why) {
-  std::string name;
-  op_kind registry_kind = op.kind;
-  bool empty = op.selection_bytes(init_.world) == 0
-               && !(op.kind == op_kind::alltoall && op.is_v()) // others may still send to us
-               && op.kind != op_kind::custom && op.kind != op_kind::send && op.kind != op_kind::recv;
-  if (empty && op.kind != op_kind::barrier) {
-    // Nothing to move, but every rank must still agree that this op happened
-    // (a rank that issued something else is caught): an empty barrier,
-    // carrying this op's signature.
-    registry_kind = op_kind::barrier;
-    name = "dissemination";
-  } else {
-    name = choose_algorithm(op, init_.world, init_.cfg);
-  }
-  auto factory = find_algorithm(registry_kind, name);
-  if (!factory && why) {
-    *why = op.kind == op_kind::custom
-             ? "no collective named \"" + op.name + "\" is registered"
-             : std::string("no algorithm \"") + name + "\" registered for " + to_string(op.kind);
-    return {};
-  }
-  return {empty && op.kind != op_kind::barrier ? "empty" : name, std::move(factory)};
 }
 
 namespace {
@@ -283,6 +262,7 @@ void progress_actor::abort(errc code, const std::string& why, int origin,
   if (aborted_ || finalized_)
     return;
   aborted_ = true;
+  init_.shared->close(why);
   abort_code_ = code;
   abort_reason_ = why;
   MCCL_LOG(error, "rank " << init_.rank << ": communicator " << init_.comm_id
@@ -330,6 +310,7 @@ void progress_actor::shutdown(caf::response_promise rp) {
             + std::to_string(in_flight_.begin()->second.op->seq) + ")",
           init_.rank);
   finalized_ = true;
+  init_.shared->close("rank " + std::to_string(init_.rank) + " finalized the communicator");
   auto pending = std::make_shared<std::size_t>(0);
   auto finish = [this, rp]() mutable {
     // Links are closed: no pointer into caller memory remains anywhere.
@@ -350,7 +331,7 @@ void progress_actor::shutdown(caf::response_promise rp) {
     if (!l)
       continue;
     ++*pending;
-    request(l, link_reply_timeout, shutdown_atom::value, next_seq_)
+    request(l, link_reply_timeout, shutdown_atom::value, init_.shared->next_seq.load())
       .then([pending, finish](bool) mutable {
         if (--*pending == 0)
           finish();

@@ -18,11 +18,41 @@
 
 #include <caf/event_based_actor.hpp>
 
+#include <atomic>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <string>
 #include <set>
 #include <vector>
 
 namespace mccl::actors {
+
+/// What the communicator's caller threads (the inline path) and its
+/// progress actor share.
+struct comm_shared {
+  /// Sequence number of the next collective; the progress actor and the
+  /// inline path both take theirs from here (never at the same time: the
+  /// inline path runs only while no other op is in flight).
+  std::atomic<uint64_t> next_seq{0};
+  /// Set once the communicator aborted or finalized: ops then take the
+  /// actor path, which reports why.
+  std::atomic<bool> closed{false};
+
+  void close(const std::string& why) {
+    std::lock_guard<std::mutex> guard{mutex};
+    if (!closed.exchange(true))
+      reason = why;
+  }
+  std::string why_closed() const {
+    std::lock_guard<std::mutex> guard{mutex};
+    return reason;
+  }
+
+private:
+  mutable std::mutex mutex;
+  std::string reason;
+};
 
 struct progress_init {
   int rank = 0;
@@ -30,6 +60,7 @@ struct progress_init {
   uint32_t comm_id = 0;
   config cfg;
   caf::actor watchdog;
+  std::shared_ptr<comm_shared> shared = std::make_shared<comm_shared>();
 };
 
 class progress_actor : public caf::event_based_actor {
@@ -53,8 +84,6 @@ private:
   /// number to that peer for a send.
   void number(op_request& op);
   bool complete_locally(const op_ptr& op);
-  /// Algorithm name and factory for an op; empty name (and *why) if none.
-  std::pair<std::string, algorithm_factory> pick_algorithm(const op_request& op, std::string* why);
   void complete(in_flight& f, errc code, std::string message);
   void on_done(op_result& r);
   void on_link_down(int peer, const std::string& why, bool graceful, uint64_t issued);
@@ -66,7 +95,6 @@ private:
 
   progress_init init_;
   std::vector<caf::actor> links_; ///< by peer rank; null at our own rank
-  uint64_t next_seq_ = 0;              ///< collectives issued so far
   uint64_t next_id_ = 0;
   std::vector<uint64_t> next_message_; ///< point-to-point sends per peer
   std::map<uint64_t, in_flight> in_flight_; ///< by op id

@@ -16,6 +16,8 @@ void work_state::complete(errc code, std::string message) {
       return;
     code_ = code;
     message_ = std::move(message);
+    if (in_flight_)
+      in_flight_->fetch_sub(1);
     done_.store(true, std::memory_order_release);
     callbacks.swap(callbacks_);
   }

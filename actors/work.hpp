@@ -24,8 +24,12 @@ struct op_metrics {
   std::string algorithm; ///< the algorithm that ran it ("ring", "rd", ...)
   uint64_t seq = 0;      ///< sequence number (message number for send)
   std::size_t bytes = 0; ///< the size the algorithm was chosen by
-  /// From the progress actor taking the op to its completion.
+  /// From the progress actor (or the inline path) taking the op to its
+  /// completion.
   std::chrono::nanoseconds duration{0};
+  /// True when the op ran inline on the thread that issued it
+  /// (MCCL_INLINE_BYTES), false when mccl's actors ran it.
+  bool inline_run = false;
 };
 
 /// Shared between the caller's handle and the progress actor that completes it.
@@ -43,6 +47,10 @@ public:
   void add_callback(std::function<void()> cb);
   /// Set by the runtime before complete().
   void set_metrics(op_metrics m);
+  /// Counts the op in `in_flight` (the caller has incremented it) until it
+  /// completes; decremented before any waiter is released, so a caller that
+  /// issues its next op right after wait() sees the count without it.
+  void track(std::shared_ptr<std::atomic<int>> in_flight) { in_flight_ = std::move(in_flight); }
   op_metrics metrics() const;
 
   /// How long wait() may block at most before reporting a runtime bug: the
@@ -58,6 +66,7 @@ private:
   std::vector<std::function<void()>> callbacks_;
   op_metrics metrics_;
   std::chrono::milliseconds bound_;
+  std::shared_ptr<std::atomic<int>> in_flight_;
 };
 
 /// The caller's handle to one op.

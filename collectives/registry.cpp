@@ -171,6 +171,32 @@ std::string choose_algorithm(const op_request& op, int world, const config& cfg)
   return default_algorithm(op.kind, bytes, world, cfg);
 }
 
+std::pair<std::string, algorithm_factory> select_algorithm(const op_request& op, int world,
+                                                           const config& cfg, std::string* why) {
+  std::string name;
+  op_kind registry_kind = op.kind;
+  bool empty = op.selection_bytes(world) == 0
+               && !(op.kind == op_kind::alltoall && op.is_v()) // others may still send to us
+               && op.kind != op_kind::custom && op.kind != op_kind::send && op.kind != op_kind::recv;
+  if (empty && op.kind != op_kind::barrier) {
+    // Nothing to move, but every rank must still agree that this op happened
+    // (a rank that issued something else is caught): an empty barrier,
+    // carrying this op's signature.
+    registry_kind = op_kind::barrier;
+    name = "dissemination";
+  } else {
+    name = choose_algorithm(op, world, cfg);
+  }
+  auto factory = find_algorithm(registry_kind, name);
+  if (!factory && why) {
+    *why = op.kind == op_kind::custom
+             ? "no collective named \"" + op.name + "\" is registered"
+             : std::string("no algorithm \"") + name + "\" registered for " + to_string(op.kind);
+    return {};
+  }
+  return {empty && op.kind != op_kind::barrier ? "empty" : name, std::move(factory)};
+}
+
 void validate_algo_spec(const config& cfg) {
   for (const auto& [op_name, rules] : cfg.algo.rules) {
     op_kind kind;

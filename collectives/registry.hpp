@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mccl {
@@ -40,6 +41,13 @@ std::vector<std::string> algorithm_names(op_kind kind);
 /// its kind and size when that fits the world, else the built-in table
 /// (default_algorithm). A custom op's algorithm is its name.
 std::string choose_algorithm(const op_request& op, int world, const config& cfg);
+
+/// The algorithm that runs `op`: its name and factory (choose_algorithm,
+/// except that an op with nothing to move on any rank runs as an "empty"
+/// barrier carrying its signature). Empty name and factory, and *why, when
+/// none is registered under the chosen name.
+std::pair<std::string, algorithm_factory> select_algorithm(const op_request& op, int world,
+                                                           const config& cfg, std::string* why);
 
 /// mccl's own choice for (kind, bytes, world), from measurements
 /// (bench/RESULTS.md has the runs behind the thresholds).

@@ -280,6 +280,12 @@ const setting_def setting_table[] = {
    [](config& cfg, const std::string& text) {
      cfg.small_msg_threshold = parse_bytes(text, 0, 16 * mib);
    }},
+  {"MCCL_INLINE_BYTES", "64K", "a byte size between 0 and 16M (suffixes K, M, G; e.g. 64K)",
+   "Collectives of up to this many bytes run on the calling thread when nothing else is in "
+   "flight (the call returns once the op is done); 0: every op runs on mccl's threads.",
+   [](config& cfg, const std::string& text) {
+     cfg.inline_bytes = parse_bytes(text, 0, 16 * mib);
+   }},
   {"MCCL_ALGO", "",
    "rules op=algorithm[:range][,...] separated by ';', a range being [size]-[size] "
    "(lower inclusive, upper exclusive; e.g. allreduce=rd:0-64K,ring:64K-;broadcast=tree), "
@@ -585,6 +591,7 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_PORT_BASE") return std::to_string(cfg.port_base);
     if (name == "MCCL_CHUNK_BYTES") return format_byte_size(cfg.chunk_bytes);
     if (name == "MCCL_SMALL_MSG_THRESHOLD") return format_byte_size(cfg.small_msg_threshold);
+    if (name == "MCCL_INLINE_BYTES") return format_byte_size(cfg.inline_bytes);
     if (name == "MCCL_ALGO")
       return cfg.algo.empty() ? "(built-in table)" : quoted(describe(cfg.algo));
     if (name == "MCCL_TRANSPORT_CRC") return cfg.transport_crc ? "1" : "0";

@@ -78,6 +78,7 @@ struct config {
   std::size_t chunk_bytes = std::size_t{1} << 20;
   /// Ops of at most this many bytes take the latency path.
   std::size_t small_msg_threshold = std::size_t{64} << 10;
+  std::size_t inline_bytes = std::size_t{64} << 10; ///< MCCL_INLINE_BYTES (0: off)
   /// Per-op algorithm choice by message size; empty = the built-in table.
   /// Algorithm names are not checked here: they are registered at run time.
   algo_spec algo;

@@ -46,6 +46,15 @@ public:
   /// (their callbacks may still run once).
   virtual void close() = 0;
 
+  /// For a caller that drives the connection itself for a while (the inline
+  /// path, actors/inline_path.hpp): a descriptor it can poll(2), or -1 when
+  /// the connection has none (then it is never driven that way).
+  virtual int poll_fd() const { return -1; }
+  /// Holds back notify_when_ready callbacks while someone else drives the
+  /// connection; resume re-arms them (and fires at once if already ready).
+  virtual void suspend_notifications() {}
+  virtual void resume_notifications() {}
+
   /// "rank 2 at 10.0.0.2:41234": for error messages.
   virtual const std::string& description() const = 0;
 };

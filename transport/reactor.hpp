@@ -1,9 +1,12 @@
 #pragma once
-/// The runtime's one I/O thread. It runs Boost.Asio's io_context and is used
-/// for what must wait in the kernel without holding a CAF worker: a parked
-/// link waiting for its socket to become readable or writable, and the
-/// rendezvous store's server. Data does not flow through it: busy links move
-/// bytes from their own actor handlers (see actors/link_actor.hpp).
+/// The runtime's waiting threads: one runs Boost.Asio's io_context for the
+/// rendezvous store's server; the readiness monitor (readiness.hpp) wakes
+/// parked links when their connection becomes readable or writable. Data does
+/// not flow through either: busy links move bytes from their own actor
+/// handlers (see actors/link_actor.hpp), the inline path from the caller's
+/// thread (actors/inline_path.hpp).
+
+#include "transport/readiness.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -22,11 +25,14 @@ public:
   reactor& operator=(const reactor&) = delete;
 
   boost::asio::io_context& io() noexcept { return io_; }
+  /// Shared: connections keep it alive as long as they exist.
+  const std::shared_ptr<readiness_monitor>& monitor() const noexcept { return monitor_; }
 
 private:
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
   std::thread thread_;
+  std::shared_ptr<readiness_monitor> monitor_ = std::make_shared<readiness_monitor>();
 };
 
 } // namespace mccl::transport

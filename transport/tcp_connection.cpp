@@ -1,30 +1,26 @@
 #include "transport/tcp_connection.hpp"
 
-#include <boost/asio/post.hpp>
-
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
 namespace mccl::transport {
 
-namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
-
-tcp_connection::tcp_connection(asio::io_context& io, tcp::socket&& connected,
+tcp_connection::tcp_connection(std::shared_ptr<readiness_monitor> monitor, boost::asio::ip::tcp::socket&& connected,
                                std::string description)
-  : io_(io), socket_(io), description_(std::move(description)) {
-  auto protocol = connected.local_endpoint().protocol();
-  auto fd = connected.release();
-  socket_.assign(protocol, fd);
-  socket_.non_blocking(true);
-  fd_ = socket_.native_handle();
+  : monitor_(std::move(monitor)), description_(std::move(description)) {
+  connected.non_blocking(true);
+  // release() also takes the descriptor out of Asio's reactor, so arriving
+  // data wakes nobody unless this connection asked for it.
+  fd_ = connected.release();
+  watch_id_ = monitor_->add(fd_);
 }
 
 tcp_connection::~tcp_connection() {
-  boost::system::error_code ec;
-  socket_.close(ec);
+  close();
+  ::close(fd_);
 }
 
 // The hot path uses the system calls directly on the descriptor: one
@@ -73,30 +69,20 @@ io_result tcp_connection::read_some(void* data, std::size_t len) {
 }
 
 void tcp_connection::notify_when_ready(bool want_write, std::function<void()> ready) {
-  // Arm on the reactor thread so the socket object is only ever touched
-  // there (Asio sockets are not safe for concurrent use).
-  auto self = shared_from_this();
-  asio::post(io_, [self, want_write, ready = std::move(ready)]() mutable {
-    if (!self->socket_.is_open()) {
-      ready();
-      return;
-    }
-    auto what = want_write ? tcp::socket::wait_write : tcp::socket::wait_read;
-    self->socket_.async_wait(what, [ready = std::move(ready)](const boost::system::error_code&) {
-      ready();
-    });
-  });
+  if (closed_.load()) {
+    ready(); // the link learns of the close on its next read
+    return;
+  }
+  monitor_->arm(watch_id_, want_write, std::move(ready));
 }
 
 void tcp_connection::close() {
-  auto self = shared_from_this();
-  // shutdown() first so the peer sees EOF even if a reactor wait still holds
-  // the descriptor for a moment.
+  if (closed_.exchange(true))
+    return;
+  // shutdown() so the peer sees EOF at once; the descriptor itself is closed
+  // with the object, when no link or inline op can still be using it.
+  monitor_->remove(watch_id_);
   ::shutdown(fd_, SHUT_RDWR);
-  asio::post(io_, [self] {
-    boost::system::error_code ec;
-    self->socket_.close(ec);
-  });
 }
 
 } // namespace mccl::transport

@@ -1,18 +1,21 @@
 #pragma once
-/// TCP implementation of transport::connection over a Boost.Asio socket in
-/// non-blocking mode, with TCP_NODELAY and the link profile's buffer sizes.
+/// TCP implementation of transport::connection: a connected, non-blocking
+/// socket with TCP_NODELAY and the link profile's buffer sizes. Bytes move
+/// with plain system calls on the descriptor; readiness comes from the
+/// runtime's readiness_monitor, not from an Asio reactor.
 
 #include "transport/connection.hpp"
+#include "transport/readiness.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 
 namespace mccl::transport {
 
-class tcp_connection : public connection,
-                       public std::enable_shared_from_this<tcp_connection> {
+class tcp_connection : public connection {
 public:
-  /// Takes a connected socket; re-homes it on `io` (the reactor's context).
-  tcp_connection(boost::asio::io_context& io, boost::asio::ip::tcp::socket&& connected,
+  /// Takes the descriptor of a connected socket (the Asio socket is left
+  /// empty) and registers it with `monitor`, which it keeps alive.
+  tcp_connection(std::shared_ptr<readiness_monitor> monitor, boost::asio::ip::tcp::socket&& connected,
                  std::string description);
   ~tcp_connection() override;
 
@@ -21,11 +24,15 @@ public:
   void notify_when_ready(bool want_write, std::function<void()> ready) override;
   void close() override;
   const std::string& description() const override { return description_; }
+  int poll_fd() const override { return fd_; }
+  void suspend_notifications() override { monitor_->suspend(watch_id_); }
+  void resume_notifications() override { monitor_->resume(watch_id_); }
 
 private:
-  boost::asio::io_context& io_;
-  boost::asio::ip::tcp::socket socket_;
+  std::shared_ptr<readiness_monitor> monitor_;
   int fd_;
+  uint64_t watch_id_;
+  std::atomic<bool> closed_{false};
   std::string description_;
 };
 

@@ -47,7 +47,7 @@ std::string read_control(tcp::socket& s, clock::time_point deadline, wire::frame
 }
 
 /// Dials `peer` and runs the dialer's side of the handshake.
-connection_ptr dial(asio::io_context& io, const mesh_options& o, int peer,
+connection_ptr dial(const std::shared_ptr<readiness_monitor>& monitor, const mesh_options& o, int peer,
                     clock::time_point deadline) {
   auto ms_left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
   auto ep_text = o.rendezvous->get(o.key_prefix + "ep/" + std::to_string(peer),
@@ -94,7 +94,7 @@ connection_ptr dial(asio::io_context& io, const mesh_options& o, int peer,
     throw error(errc::handshake_refused, "unexpected handshake reply from " + rank_str(peer)
                                            + " at " + ep_text + " ("
                                            + wire::to_string(h.kind) + (why.empty() ? "" : ": " + why) + ")");
-  return std::make_shared<tcp_connection>(io, std::move(s), rank_str(peer) + " at " + ep_text);
+  return std::make_shared<tcp_connection>(monitor, std::move(s), rank_str(peer) + " at " + ep_text);
 }
 
 /// Checks an incoming hello; returns "" to accept it or why it is refused.
@@ -132,7 +132,8 @@ std::string vet_hello(const mesh_options& o, const wire::frame_header& h,
 
 } // namespace
 
-std::vector<connection_ptr> build_tcp_mesh(asio::io_context& io, const mesh_options& o) {
+std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monitor>& monitor,
+                                           const mesh_options& o) {
   if (!o.rendezvous)
     throw error(errc::invalid_argument, "build_tcp_mesh: no rendezvous store");
   auto deadline = clock::now() + o.connect_timeout;
@@ -164,7 +165,7 @@ std::vector<connection_ptr> build_tcp_mesh(asio::io_context& io, const mesh_opti
   // Lower ranks first: a rank accepts only after its own dials, and rank 0
   // dials nobody, so by induction every dial is eventually answered.
   for (int peer = 0; peer < o.rank; ++peer)
-    conns[peer] = dial(io, o, peer, deadline);
+    conns[peer] = dial(monitor, o, peer, deadline);
 
   int expected = o.world - 1 - o.rank;
   while (expected > 0) {
@@ -208,7 +209,7 @@ std::vector<connection_ptr> build_tcp_mesh(asio::io_context& io, const mesh_opti
       continue;
     }
     conns[hi.from_rank] = std::make_shared<tcp_connection>(
-      io, std::move(s), rank_str(static_cast<int>(hi.from_rank)) + " at " + to_string(remote));
+      monitor, std::move(s), rank_str(static_cast<int>(hi.from_rank)) + " at " + to_string(remote));
     --expected;
   }
   return conns;

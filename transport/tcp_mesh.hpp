@@ -11,6 +11,8 @@
 #include "transport/connection.hpp"
 #include "transport/store.hpp"
 
+#include "transport/readiness.hpp"
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 
@@ -34,9 +36,10 @@ struct mesh_options {
   std::string key_prefix; ///< e.g. "mccl/0/": keys are <prefix>ep/<rank>
 };
 
-/// Connections indexed by peer rank (null at the caller's own rank), living
-/// on `io`. Throws mccl::error naming the rank and address it could not
+/// Connections indexed by peer rank (null at the caller's own rank), woken
+/// through `monitor`. Throws mccl::error naming the rank and address it could not
 /// reach, or why a peer refused.
-std::vector<connection_ptr> build_tcp_mesh(boost::asio::io_context& io, const mesh_options& opts);
+std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monitor>& monitor,
+                                           const mesh_options& opts);
 
 } // namespace mccl::transport

@@ -120,7 +120,11 @@ TEST(InProcess, ManyOpsInFlight) {
 
 TEST(InProcess, WorkApi) {
   mccl::runtime rt;
-  run_ranks(rt, 2, quick(), [](mccl::communicator& comm) {
+  // Every op asynchronous (a small op would otherwise run inline and be
+  // done when the call returns).
+  auto o = quick();
+  o.set("MCCL_INLINE_BYTES", 0);
+  run_ranks(rt, 2, o, [](mccl::communicator& comm) {
     float x = 1;
     if (comm.rank() == 1)
       std::this_thread::sleep_for(200ms); // rank 0's op must still be pending

@@ -22,7 +22,8 @@ inline uint32_t fresh_comm_id() {
 
 /// Runs fn(comm) on `world` threads, one communicator each, finalizes and
 /// joins them. An exception inside a rank becomes a test failure naming it.
-inline void run_ranks(mccl::runtime& rt, int world, const mccl::config_overrides& overrides,
+inline void run_ranks(mccl::runtime& rt, int world,
+                      const std::function<mccl::config_overrides(int rank)>& overrides_of,
                       const std::function<void(mccl::communicator&)>& fn) {
   auto store = std::make_shared<mccl::memory_store>();
   uint32_t id = fresh_comm_id();
@@ -35,7 +36,7 @@ inline void run_ranks(mccl::runtime& rt, int world, const mccl::config_overrides
         o.world_size = world;
         o.store = store;
         o.comm_id = id;
-        o.overrides = overrides;
+        o.overrides = overrides_of(r);
         auto comm = rt.create_communicator(o);
         fn(comm);
         comm.finalize();
@@ -45,6 +46,12 @@ inline void run_ranks(mccl::runtime& rt, int world, const mccl::config_overrides
     });
   for (auto& t : threads)
     t.join();
+}
+
+/// The same with one set of settings for every rank.
+inline void run_ranks(mccl::runtime& rt, int world, const mccl::config_overrides& overrides,
+                      const std::function<void(mccl::communicator&)>& fn) {
+  run_ranks(rt, world, [&](int) { return overrides; }, fn);
 }
 
 } // namespace mccl_test

@@ -56,7 +56,7 @@ int auto_worker_threads() {
 
 const std::vector<std::string> expected_names = {
   "MCCL_TRANSPORT",      "MCCL_LOG_LEVEL",     "MCCL_LISTEN_ADDR",  "MCCL_IFNAME",
-  "MCCL_PORT_BASE",      "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_ALGO",
+  "MCCL_PORT_BASE",      "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_ALGO",
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
   "MCCL_HEARTBEAT_MS",   "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
   "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_JOB_TOKEN",
@@ -260,6 +260,12 @@ TEST(ConfigEnv, SmallMsgThreshold) {
   EXPECT_EQ(resolve_env({{"MCCL_SMALL_MSG_THRESHOLD", "100"}}).small_msg_threshold, 100u);
 }
 
+TEST(ConfigEnv, InlineBytes) {
+  EXPECT_EQ(resolve_env({}).inline_bytes, 64u << 10);
+  EXPECT_EQ(resolve_env({{"MCCL_INLINE_BYTES", "0"}}).inline_bytes, 0u);
+  EXPECT_EQ(resolve_env({{"MCCL_INLINE_BYTES", "1M"}}).inline_bytes, 1u << 20);
+}
+
 TEST(ConfigEnv, TransportCrc) {
   for (const char* yes : {"1", "true", "TRUE", "yes", "Yes", "on", "ON"})
     EXPECT_TRUE(resolve_env({{"MCCL_TRANSPORT_CRC", yes}}).transport_crc) << yes;
@@ -326,6 +332,7 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_COMPRESSION", "none"},       {"MCCL_TOPK_RATIO", "0.01"},
     {"MCCL_WORKER_THREADS", "3"},       {"MCCL_SPIN_US", "10"},
     {"MCCL_JOB_TOKEN", "abc"},          {"MCCL_ALGO", "broadcast=tree"},
+    {"MCCL_INLINE_BYTES", "4K"},
   };
   auto cfg = resolve_env(env);
   EXPECT_EQ(cfg.transport, transport_kind::tcp);
@@ -335,6 +342,7 @@ TEST(ConfigEnv, AllAtOnce) {
   EXPECT_EQ(cfg.port_base, 40000);
   EXPECT_EQ(cfg.chunk_bytes, 256u << 10);
   EXPECT_EQ(cfg.small_msg_threshold, 8u << 10);
+  EXPECT_EQ(cfg.inline_bytes, 4u << 10);
   EXPECT_EQ(algo_for(cfg.algo, "broadcast", 1), "tree");
   EXPECT_TRUE(cfg.transport_crc);
   EXPECT_EQ(cfg.timeout, 5000ms);
@@ -396,6 +404,8 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_CHUNK_BYTES", ""},
   {"MCCL_CHUNK_BYTES", "-1M"},
   {"MCCL_CHUNK_BYTES", "99999999999999999999999G"},
+  {"MCCL_INLINE_BYTES", "17M"},
+  {"MCCL_INLINE_BYTES", "some"},
   {"MCCL_SMALL_MSG_THRESHOLD", "17M"},
   {"MCCL_SMALL_MSG_THRESHOLD", "-1"},
   {"MCCL_SMALL_MSG_THRESHOLD", "lots"},

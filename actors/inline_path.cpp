@@ -1,0 +1,423 @@
+#include "actors/inline_path.hpp"
+
+#include "collectives/op_session.hpp"
+#include "collectives/registry.hpp"
+#include "transport/crc32c.hpp"
+
+#include <caf/send.hpp>
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+
+namespace mccl::actors {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+constexpr int max_iov = 32;
+/// Receive space per connection: a whole small op plus its header in one
+/// recv, and room for frames of the next op that may follow it.
+constexpr std::size_t min_in_capacity = 128 * 1024;
+/// Longest single poll(2), so an abort from another thread is noticed soon.
+constexpr auto poll_slice = std::chrono::milliseconds(100);
+
+} // namespace
+
+/// One borrowed connection while an inline op runs; kept between ops so its
+/// receive buffer is allocated once.
+struct inline_channel {
+  int peer = -1;
+  inline_peer* link = nullptr;
+  std::string name; ///< "rank 1 at 127.0.0.1:4711"
+
+  struct out_frame {
+    uint8_t header[wire::header_size];
+    const uint8_t* data = nullptr;
+    std::size_t len = 0;
+    std::size_t written = 0; ///< of header + payload
+    uint32_t step = 0;
+    uint32_t chunk = 0;
+  };
+  std::deque<out_frame> out;
+
+  std::vector<uint8_t> in; ///< bytes read; [in_begin, in_end) not yet consumed
+  std::size_t in_begin = 0;
+  std::size_t in_end = 0;
+  /// Whole frames that belong to someone else, in stream order: they go
+  /// back to the link, ahead of the unconsumed rest of `in`.
+  std::vector<uint8_t> theirs;
+  bool poke = false; ///< the link must look at what we hand back now
+  /// The peer finalized (its BYE came) after taking part in this op: all it
+  /// sent for the op came before, nothing more will.
+  bool departed = false;
+};
+
+namespace {
+
+class inline_op final : public op_session {
+public:
+  inline_op(const inline_init& init, collective_args args, std::string name,
+            algorithm_factory factory, std::vector<inline_channel*> by_peer)
+    : op_session(std::move(args), init.comm_id, std::move(name), std::move(factory)),
+      init_(init), by_peer_(std::move(by_peer)) {
+    for (auto* c : by_peer_)
+      if (c)
+        channels_.push_back(c);
+  }
+
+  void run(clock::time_point deadline) {
+    start_op();
+    auto idle_since = clock::now();
+    while (!reported()) {
+      bool moved = false;
+      for (auto* c : channels_)
+        moved |= !reported() && write(*c);
+      for (auto* c : channels_)
+        moved |= !reported() && read(*c);
+      if (reported())
+        break;
+      auto now = clock::now();
+      if (moved) {
+        idle_since = now;
+        continue;
+      }
+      if (now >= deadline) {
+        fail(errc::timeout,
+             "timed out after MCCL_TIMEOUT_MS=" + std::to_string(init_.cfg.timeout.count()) + " ms");
+        break;
+      }
+      if (init_.shared->closed.load()) {
+        fail(errc::aborted, "the communicator closed while the op ran: " + init_.shared->why_closed());
+        break;
+      }
+      // Spin briefly (the peer's frames are usually microseconds away),
+      // then sleep in the kernel until a connection is ready.
+      if (now - idle_since >= init_.cfg.spin)
+        wait(std::min<clock::time_point>(deadline, now + poll_slice));
+    }
+  }
+
+  errc code() const noexcept { return code_; }
+  const std::string& message() const noexcept { return message_; }
+  /// False when the failure came from a peer's ABORT, which the link
+  /// reports to the progress actor itself (naming the rank that began it).
+  bool progress_must_abort() const noexcept { return code_ != errc::none && !peer_aborted_; }
+
+private:
+  void emit(tx_request req) override {
+    auto* c = by_peer_.at(static_cast<std::size_t>(req.peer));
+    if (!c)
+      throw error(errc::internal, "algorithm " + algorithm_name() + " sends to rank "
+                                    + std::to_string(req.peer) + ", which has no connection");
+    if (init_.cfg.transport_crc && req.len > 0) {
+      req.header.flags |= wire::flag_crc;
+      req.header.crc = crc32c(req.data, req.len);
+    }
+    req.header.payload_len = static_cast<uint32_t>(req.len);
+    inline_channel::out_frame f;
+    wire::encode_header(req.header, f.header);
+    f.data = req.data;
+    f.len = req.len;
+    f.step = req.header.step;
+    f.chunk = req.header.chunk;
+    c->out.push_back(f);
+  }
+
+  void report(errc code, std::string message) override {
+    code_ = code;
+    message_ = std::move(message);
+  }
+
+  /// Writes what the kernel takes; true when bytes moved.
+  bool write(inline_channel& c) {
+    bool moved = false;
+    if (c.departed && !c.out.empty()) {
+      fail(errc::peer_lost, c.name + " finalized before receiving this op's frames");
+      return moved;
+    }
+    while (!c.out.empty() && !reported()) {
+      iovec iov[max_iov];
+      int n = 0;
+      for (auto it = c.out.begin(); it != c.out.end() && n + 2 <= max_iov; ++it) {
+        auto w = it->written;
+        if (w < wire::header_size)
+          iov[n++] = {it->header + w, wire::header_size - w};
+        auto poff = w > wire::header_size ? w - wire::header_size : 0;
+        if (it->len > poff)
+          iov[n++] = {const_cast<uint8_t*>(it->data) + poff, it->len - poff};
+      }
+      auto r = c.link->conn->write_some(iov, n);
+      if (!r.error.empty()) {
+        fail(errc::peer_lost, "sending to " + c.name + " failed: " + r.error);
+        return moved;
+      }
+      if (r.bytes == 0)
+        return moved;
+      moved = true;
+      auto left = r.bytes;
+      while (left > 0) {
+        auto& f = c.out.front();
+        auto need = wire::header_size + f.len - f.written;
+        if (left < need) {
+          f.written += left;
+          break;
+        }
+        left -= need;
+        auto step = f.step, chunk = f.chunk;
+        c.out.pop_front();
+        frame_sent(c.peer, step, chunk);
+      }
+    }
+    return moved;
+  }
+
+  /// Consumes buffered frames, then reads more while there is any; true
+  /// when bytes moved.
+  bool read(inline_channel& c) {
+    bool moved = false;
+    while (!c.departed) {
+      consume(c);
+      if (reported() || c.departed)
+        return moved;
+      make_room(c);
+      auto r = c.link->conn->read_some(c.in.data() + c.in_end, c.in.size() - c.in_end);
+      if (r.bytes > 0) {
+        c.in_end += r.bytes;
+        moved = true;
+        continue;
+      }
+      if (r.closed)
+        fail(errc::peer_lost, r.error.empty() ? c.name + " closed the connection"
+                                              : "connection to " + c.name + " failed: " + r.error);
+      return moved;
+    }
+    return moved;
+  }
+
+  /// Keeps unconsumed bytes at the front, with room for at least one whole
+  /// frame after them.
+  void make_room(inline_channel& c) {
+    if (c.in_begin == c.in_end) {
+      c.in_begin = c.in_end = 0;
+    } else if (c.in_begin > 0) {
+      std::memmove(c.in.data(), c.in.data() + c.in_begin, c.in_end - c.in_begin);
+      c.in_end -= c.in_begin;
+      c.in_begin = 0;
+    }
+    std::size_t want = c.in_end + wire::header_size;
+    if (c.in_end >= wire::header_size) {
+      auto res = wire::decode_header(c.in.data(), c.in_end, init_.max_payload);
+      if (res.status == wire::decode_status::ok)
+        want = std::max(want, wire::header_size + res.header.payload_len);
+    }
+    if (c.in.size() < std::max(want, min_in_capacity))
+      c.in.resize(std::max(want, min_in_capacity));
+  }
+
+  void consume(inline_channel& c) {
+    while (!reported()) {
+      auto avail = c.in_end - c.in_begin;
+      if (avail < wire::header_size)
+        return;
+      const uint8_t* p = c.in.data() + c.in_begin;
+      auto res = wire::decode_header(p, avail, init_.max_payload);
+      if (res.status != wire::decode_status::ok) {
+        // Left unconsumed: the link parses it again and closes the connection.
+        c.poke = true;
+        return fail(errc::protocol_error, "malformed frame from " + c.name + ": " + res.reason);
+      }
+      const auto& h = res.header;
+      auto total = wire::header_size + h.payload_len;
+      if (avail < total)
+        return;
+      const uint8_t* payload = p + wire::header_size;
+      bool ours = h.kind == wire::frame_kind::data && !(h.flags & wire::flag_p2p)
+                  && h.comm_id == init_.comm_id && h.seq == args().op.seq;
+      if (ours && (h.flags & wire::flag_crc) && crc32c(payload, h.payload_len) != h.crc) {
+        c.poke = true; // left unconsumed: the link closes the connection
+        return fail(errc::protocol_error,
+                    "CRC32C mismatch on a chunk from " + c.name + " (step " + std::to_string(h.step)
+                      + ", chunk " + std::to_string(h.chunk) + ")");
+      }
+      if (ours) {
+        rx_chunk chunk{c.peer, h, nullptr};
+        if (h.payload_len > 0) {
+          chunk.buffer = init_.pool->acquire(h.payload_len);
+          std::memcpy(chunk.buffer.get(), payload, h.payload_len);
+        }
+        c.in_begin += total;
+        deliver(chunk);
+        continue;
+      }
+      if (h.kind != wire::frame_kind::heartbeat) {
+        c.theirs.insert(c.theirs.end(), p, p + total);
+        // A later collective's chunks wait for the next op; anything else
+        // (point-to-point, ABORT, BYE, a foreign frame) the link handles now.
+        if (h.kind != wire::frame_kind::data || (h.flags & wire::flag_p2p) || h.comm_id != init_.comm_id)
+          c.poke = true;
+      }
+      c.in_begin += total;
+      if (h.kind == wire::frame_kind::abort) {
+        std::string why;
+        auto text = wire::decode_text(payload, h.payload_len, &why);
+        auto code = h.step > 0 && h.step <= static_cast<uint32_t>(errc::desync)
+                      ? static_cast<errc>(h.step)
+                      : errc::aborted;
+        peer_aborted_ = true;
+        return fail(code, "rank " + std::to_string(h.aux) + " aborted the communicator: "
+                            + (text ? *text : "(unreadable reason: " + why + ")"));
+      }
+      if (h.kind == wire::frame_kind::bye) {
+        // BYE carries how many collectives the peer issued.
+        if (h.seq <= args().op.seq)
+          return fail(errc::peer_lost, c.name + " finalized after issuing " + std::to_string(h.seq)
+                                         + " op(s); it never issued this one");
+        c.departed = true;
+        return;
+      }
+    }
+  }
+
+  void wait(clock::time_point until) {
+    std::vector<pollfd> fds;
+    fds.reserve(channels_.size());
+    for (auto* c : channels_)
+      fds.push_back(pollfd{c->link->conn->poll_fd(),
+                           static_cast<short>((c->departed ? 0 : POLLIN) | (c->out.empty() ? 0 : POLLOUT)),
+                           0});
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now()).count() + 1;
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long long>(ms, 0)));
+  }
+
+  const inline_init& init_;
+  std::vector<inline_channel*> by_peer_;
+  std::vector<inline_channel*> channels_;
+  errc code_ = errc::none;
+  std::string message_;
+  bool peer_aborted_ = false;
+};
+
+} // namespace
+
+inline_path::inline_path(inline_init init) : init_(std::move(init)) {
+  channels_.resize(init_.peers.size());
+  for (std::size_t p = 0; p < init_.peers.size(); ++p) {
+    auto& peer = init_.peers[p];
+    if (!peer.conn)
+      continue;
+    if (peer.conn->poll_fd() < 0 || !peer.lease)
+      usable_ = false;
+    channels_[p].peer = static_cast<int>(p);
+    channels_[p].link = &peer;
+    channels_[p].name = peer.conn->description();
+  }
+}
+
+inline_path::~inline_path() = default;
+
+bool inline_path::eligible(const op_request& op) const {
+  return usable_ && init_.cfg.inline_bytes > 0 && init_.world > 1 && op.kind != op_kind::send
+         && op.kind != op_kind::recv && op.selection_bytes(init_.world) <= init_.cfg.inline_bytes
+         && !init_.shared->closed.load();
+}
+
+bool inline_path::try_run(op_request& op) {
+  auto started = clock::now();
+  // Borrow every connection or none.
+  std::vector<inline_channel*> by_peer(init_.peers.size(), nullptr);
+  auto give_back = [&] {
+    for (auto* c : by_peer) {
+      if (!c)
+        continue;
+      auto& lease = *c->link->lease;
+      lease.unread.assign(c->theirs.begin(), c->theirs.end());
+      lease.unread.insert(lease.unread.end(), c->in.begin() + static_cast<std::ptrdiff_t>(c->in_begin),
+                          c->in.begin() + static_cast<std::ptrdiff_t>(c->in_end));
+      if (!c->out.empty() && c->out.front().written > 0) {
+        // Finish the frame on the wire (the op failed mid-frame): the link
+        // writes the rest before anything else.
+        auto& f = c->out.front();
+        std::vector<uint8_t> bytes(f.header, f.header + wire::header_size);
+        bytes.insert(bytes.end(), f.data, f.data + f.len);
+        lease.unwritten.assign(bytes.begin() + static_cast<std::ptrdiff_t>(f.written), bytes.end());
+      }
+      c->out.clear();
+      c->theirs.clear();
+      c->in_begin = c->in_end = 0;
+      c->departed = false;
+      c->link->conn->resume_notifications();
+      if (lease.give_back() || c->poke)
+        caf::anon_send(c->link->link, returned_atom::value);
+      c->poke = false;
+    }
+  };
+  for (std::size_t p = 0; p < init_.peers.size(); ++p) {
+    auto& peer = init_.peers[p];
+    if (!peer.conn)
+      continue;
+    if (!peer.lease->borrow()) {
+      give_back();
+      return false;
+    }
+    auto& c = channels_[p];
+    by_peer[p] = &c;
+    peer.conn->suspend_notifications();
+    // What the last holder read but did not consume comes first.
+    auto& unread = peer.lease->unread;
+    if (c.in.size() < std::max(unread.size(), min_in_capacity))
+      c.in.resize(std::max(unread.size(), min_in_capacity));
+    std::copy(unread.begin(), unread.end(), c.in.begin());
+    c.in_begin = 0;
+    c.in_end = unread.size();
+    unread.clear();
+    if (!peer.lease->unwritten.empty()) {
+      give_back(); // a failed op's half frame: the link finishes it first
+      return false;
+    }
+  }
+
+  op.seq = init_.shared->next_seq.fetch_add(1);
+  std::string why;
+  auto [name, factory] = select_algorithm(op, init_.world, init_.cfg, &why);
+  op.algorithm = name;
+  errc code = errc::none;
+  std::string message;
+  bool abort_communicator = false;
+  if (!factory) {
+    code = errc::internal;
+    message = describe(op) + " seq " + std::to_string(op.seq) + " on rank " + std::to_string(init_.rank)
+              + ": " + why;
+  } else {
+    collective_args args;
+    args.rank = init_.rank;
+    args.world = init_.world;
+    args.op = op;
+    args.op.work = nullptr;
+    args.chunk_bytes = init_.cfg.chunk_bytes;
+    inline_op run(init_, std::move(args), name, std::move(factory), by_peer);
+    run.run(started + init_.cfg.timeout);
+    code = run.code();
+    message = run.message();
+    abort_communicator = run.progress_must_abort();
+  }
+  give_back();
+  if (code != errc::none && (abort_communicator || !factory))
+    caf::anon_send(init_.progress, op_failed_atom::value, code, message);
+
+  op_metrics m;
+  m.op = op.kind == op_kind::custom ? op.name : to_string(op.kind);
+  m.algorithm = name;
+  m.seq = op.seq;
+  m.bytes = op.selection_bytes(init_.world);
+  m.duration = clock::now() - started;
+  m.inline_run = true;
+  op.work->set_metrics(std::move(m));
+  op.work->complete(code, std::move(message));
+  return true;
+}
+
+} // namespace mccl::actors

@@ -1,0 +1,88 @@
+#pragma once
+/// One op's conversation with its peers, whoever moves its bytes: a
+/// collective actor (collective_actor.hpp) or the caller's thread on the
+/// inline path (actors/inline_path.hpp). Both run the very same frames, so a
+/// rank running an op inline interoperates with a peer running it as actors.
+///
+/// The session hosts the algorithm (collective.hpp) and implements the
+/// protocol around it: every outgoing frame carries the op's signature and
+/// every incoming one is checked against it (a mismatch is a desync on every
+/// rank); a rank whose algorithm receives nothing asks each peer it sends to
+/// for an ack, so it fails too on a mismatch; and the op succeeds only when
+/// the algorithm finished, every send has left the caller's buffer and every
+/// ack is in.
+
+#include "actors/messages.hpp"
+#include "collectives/registry.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mccl {
+
+class op_session : public collective_io {
+public:
+  op_session(collective_args args, uint32_t comm_id, std::string algorithm_name,
+             algorithm_factory factory);
+  ~op_session() override;
+
+  /// Creates and starts the algorithm.
+  void start_op();
+  /// A data frame of this op from a peer.
+  void deliver(actors::rx_chunk& c);
+  /// One of this op's frames has fully left (its memory may be reused).
+  void frame_sent(int peer, uint32_t step, uint32_t chunk);
+
+  /// True once the outcome was reported (success or failure).
+  bool reported() const noexcept { return reported_; }
+  const std::string& algorithm_name() const noexcept { return algorithm_name_; }
+  const collective_args& args() const noexcept { return args_; }
+  /// "allreduce seq 7 on rank 1 (ring, count 1000, float32, sum)".
+  std::string describe_op() const;
+  /// The algorithm's where(), guarded.
+  std::string where() const;
+
+  // collective_io
+  void send(int peer, uint32_t step, uint32_t chunk, const void* data, std::size_t bytes) override;
+  void send_block(int peer, uint32_t step, uint32_t chunk, const void* data, std::size_t bytes,
+                  uint64_t block_bytes) override;
+  void finish() override;
+  void fail(errc code, const std::string& why) override;
+
+protected:
+  /// Queue one frame for req.peer; report it with frame_sent() once written.
+  virtual void emit(actors::tx_request req) = 0;
+  /// The outcome, exactly once; message is empty on success.
+  virtual void report(errc code, std::string message) = 0;
+
+private:
+  template <class F>
+  void guarded(F&& f);
+  void maybe_report_success();
+  void send_frame(int peer, uint32_t step, uint32_t chunk, const void* data, std::size_t bytes,
+                  uint64_t block_bytes, uint16_t flags);
+  /// Empty when the frame's op signature matches ours, else the desync error.
+  std::string check_signature(const wire::frame_header& h, int peer) const;
+  bool p2p() const noexcept {
+    return args_.op.kind == op_kind::send || args_.op.kind == op_kind::recv;
+  }
+  void finish_report(errc code, std::string message);
+
+  collective_args args_;
+  uint32_t comm_id_;
+  std::string algorithm_name_;
+  algorithm_factory factory_;
+  std::unique_ptr<algorithm> algo_;
+  op_signature signature_;
+  std::size_t outstanding_sends_ = 0;
+  bool finished_ = false;
+  std::vector<bool> ack_requested_; ///< by peer: our first frame asked for an ack
+  std::size_t acks_pending_ = 0;
+  bool reported_ = false;
+};
+
+/// The step number of ack frames (no algorithm uses it).
+inline constexpr uint32_t ack_step = 0xFFFFFFFFu;
+
+} // namespace mccl

@@ -1,0 +1,228 @@
+// The inline path (actors/inline_path.hpp): small collectives run on the
+// calling thread when nothing else is in flight. These tests check when it
+// is taken, that it interoperates with peers running the same op on the
+// actor path, that frames of neighbouring ops are never lost or mixed up
+// when the two paths alternate, and that its waits end on abort, on a
+// departed peer and on a desync.
+
+#include "rank_threads.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+using mccl_test::run_ranks;
+
+namespace {
+
+mccl::config_overrides settings() {
+  mccl::config_overrides o;
+  o.set("MCCL_CONNECT_TIMEOUT_MS", 10000);
+  return o;
+}
+
+mccl::config_overrides actors_only() {
+  auto o = settings();
+  o.set("MCCL_INLINE_BYTES", 0);
+  return o;
+}
+
+/// Every rank contributes (rank + 1) * (i + 1) + k at element k, so a frame
+/// of another iteration or element would show.
+std::vector<float> contribution(int rank, int iteration, std::size_t n) {
+  std::vector<float> v(n);
+  for (std::size_t k = 0; k < n; ++k)
+    v[k] = static_cast<float>((rank + 1) * (iteration + 1) + static_cast<int>(k % 7));
+  return v;
+}
+
+float expected_sum(int world, int iteration, std::size_t k) {
+  float s = 0;
+  for (int r = 0; r < world; ++r)
+    s += static_cast<float>((r + 1) * (iteration + 1) + static_cast<int>(k % 7));
+  return s;
+}
+
+} // namespace
+
+TEST(InlinePath, SmallOpsRunOnTheCallingThreadWhenNothingElseIsInFlight) {
+  mccl::runtime rt;
+  run_ranks(rt, 2, settings(), [](mccl::communicator& comm) {
+    std::vector<float> small(16, 1.0f), large(1 << 20, 1.0f);
+    // A peer that runs ahead may leave the next op's chunks with our link
+    // (that op then takes the actor path), so not every op runs inline.
+    int inline_runs = 0;
+    for (int i = 0; i < 50; ++i) {
+      std::fill(small.begin(), small.end(), 1.0f);
+      auto w = comm.allreduce(small.data(), small.size());
+      if (w.metrics().inline_run) {
+        ++inline_runs;
+        EXPECT_TRUE(w.test()); // done when the call returned
+      }
+      w.wait();
+      ASSERT_EQ(small[3], 2.0f);
+    }
+    EXPECT_GT(inline_runs, 0);
+
+    // Above MCCL_INLINE_BYTES (64K by default): the actors run it.
+    auto big = comm.allreduce(large.data(), large.size());
+    big.wait();
+    EXPECT_FALSE(big.metrics().inline_run);
+    EXPECT_EQ(large[12345], 2.0f);
+
+    // While an op is in flight a small one queues behind it, asynchronously.
+    std::fill(small.begin(), small.end(), 2.0f);
+    auto first = comm.allreduce(large.data(), large.size());
+    auto second = comm.allreduce(small.data(), small.size());
+    first.wait();
+    second.wait();
+    EXPECT_FALSE(second.metrics().inline_run);
+    EXPECT_EQ(small[0], 4.0f);
+    EXPECT_EQ(large[0], 4.0f);
+    EXPECT_EQ(second.metrics().seq, first.metrics().seq + 1);
+  });
+}
+
+TEST(InlinePath, CanBeTurnedOff) {
+  mccl::runtime rt;
+  run_ranks(rt, 2, actors_only(), [](mccl::communicator& comm) {
+    float x = 1;
+    auto w = comm.allreduce(&x, 1);
+    w.wait();
+    EXPECT_FALSE(w.metrics().inline_run);
+    EXPECT_EQ(x, 2.0f);
+  });
+}
+
+TEST(InlinePath, InteroperatesWithPeersOnTheActorPath) {
+  // Rank 1 runs everything on actors; ranks 0 and 2 inline where they can.
+  // Every op kind, alternating with large ops, many times over.
+  mccl::runtime rt;
+  constexpr int world = 3;
+  run_ranks(rt, world, [](int r) { return r == 1 ? actors_only() : settings(); },
+            [](mccl::communicator& comm) {
+              int r = comm.rank();
+              bool inline_seen = false;
+              for (int i = 0; i < 60; ++i) {
+                std::size_t n = i % 5 == 4 ? 100000 : 1 + static_cast<std::size_t>(i % 9) * 37;
+                auto v = contribution(r, i, n);
+                auto w = comm.allreduce(v.data(), n);
+                w.wait();
+                inline_seen |= w.metrics().inline_run;
+                if (r == 1)
+                  EXPECT_FALSE(w.metrics().inline_run);
+                for (std::size_t k = 0; k < n; k += 13)
+                  ASSERT_EQ(v[k], expected_sum(world, i, k)) << "iteration " << i << " element " << k;
+
+                int root = i % world;
+                std::vector<int32_t> b(8, r == root ? i * 10 + root : -1);
+                comm.broadcast(b.data(), b.size(), mccl::dtype::int32, root).wait();
+                ASSERT_EQ(b[7], i * 10 + root) << "iteration " << i;
+
+                std::vector<int32_t> mine(3, r * 1000 + i), all(3 * world, -1);
+                comm.allgather(mine.data(), all.data(), 3, mccl::dtype::int32).wait();
+                for (int p = 0; p < world; ++p)
+                  ASSERT_EQ(all[static_cast<std::size_t>(p) * 3 + 2], p * 1000 + i) << "iteration " << i;
+
+                if (i % 10 == 0)
+                  comm.barrier().wait();
+              }
+              if (r != 1)
+                EXPECT_TRUE(inline_seen);
+            });
+}
+
+TEST(InlinePath, AsyncAndInlineOpsAlternateWithoutMixingFrames) {
+  // Some iterations issue two ops back to back without waiting (the second
+  // goes to the actors), others one small op (inline): a rank that runs
+  // ahead leaves frames of the next op in the other's connection.
+  mccl::runtime rt;
+  run_ranks(rt, 2, settings(), [](mccl::communicator& comm) {
+    int r = comm.rank();
+    for (int i = 0; i < 200; ++i) {
+      auto a = contribution(r, i, 5);
+      if (i % 3 == 0) {
+        auto b = contribution(r, i + 1000, 3000);
+        auto wa = comm.allreduce(a.data(), a.size());
+        auto wb = comm.allreduce(b.data(), b.size());
+        wa.wait();
+        wb.wait();
+        ASSERT_EQ(b[2999], expected_sum(2, i + 1000, 2999)) << "iteration " << i;
+      } else {
+        comm.allreduce(a.data(), a.size()).wait();
+      }
+      ASSERT_EQ(a[4], expected_sum(2, i, 4)) << "iteration " << i;
+    }
+  });
+}
+
+TEST(InlinePath, DesyncAcrossPathsFailsOnEveryRank) {
+  mccl::runtime rt;
+  run_ranks(rt, 2, [](int r) { return r == 1 ? actors_only() : settings(); },
+            [](mccl::communicator& comm) {
+              std::vector<float> v(4, 1.0f);
+              try {
+                if (comm.rank() == 0)
+                  comm.allreduce(v.data(), v.size()).wait();
+                else
+                  comm.broadcast(v.data(), v.size(), mccl::dtype::float32, 1).wait();
+                ADD_FAILURE() << "rank " << comm.rank() << ": mismatched ops succeeded";
+              } catch (const mccl::error& e) {
+                EXPECT_EQ(e.code(), mccl::errc::desync) << e.what();
+                EXPECT_NE(std::string(e.what()).find("issued different collectives"), std::string::npos)
+                  << e.what();
+              }
+            });
+}
+
+TEST(InlinePath, AbortFromAnotherThreadEndsTheWait) {
+  mccl::runtime rt;
+  auto o = settings();
+  o.set("MCCL_TIMEOUT_MS", 30000);
+  run_ranks(rt, 2, o, [](mccl::communicator& comm) {
+    if (comm.rank() == 0) {
+      std::this_thread::sleep_for(1500ms); // issues nothing meanwhile
+      return;
+    }
+    std::thread aborter([comm]() mutable {
+      std::this_thread::sleep_for(200ms);
+      comm.abort("stopped by the test");
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    float x = 1;
+    try {
+      comm.allreduce(&x, 1).wait();
+      ADD_FAILURE() << "allreduce without a partner succeeded";
+    } catch (const mccl::error& e) {
+      EXPECT_EQ(e.code(), mccl::errc::aborted) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+    aborter.join();
+  });
+}
+
+TEST(InlinePath, PeerThatFinalizesWithoutTheOpFailsItPromptly) {
+  mccl::runtime rt;
+  auto o = settings();
+  o.set("MCCL_TIMEOUT_MS", 30000);
+  run_ranks(rt, 2, o, [](mccl::communicator& comm) {
+    float x = 1;
+    comm.allreduce(&x, 1).wait(); // both take part in seq 0
+    if (comm.rank() == 0)
+      return; // finalizes after one op
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      comm.allreduce(&x, 1).wait();
+      ADD_FAILURE() << "allreduce after the peer finalized succeeded";
+    } catch (const mccl::error& e) {
+      EXPECT_EQ(e.code(), mccl::errc::peer_lost) << e.what();
+      EXPECT_NE(std::string(e.what()).find("finalized"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  });
+}
