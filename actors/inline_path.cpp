@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <thread>
 
 namespace mccl::actors {
 
@@ -95,9 +96,12 @@ public:
         break;
       }
       // Spin briefly (the peer's frames are usually microseconds away),
-      // then sleep in the kernel until a connection is ready.
+      // yielding so a peer that shares this core can run, then sleep in the
+      // kernel until a connection is ready.
       if (now - idle_since >= init_.cfg.spin)
         wait(std::min<clock::time_point>(deadline, now + poll_slice));
+      else
+        std::this_thread::yield();
     }
   }
 
