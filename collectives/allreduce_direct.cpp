@@ -2,28 +2,10 @@
 #include "collectives/chunking.hpp"
 #include "reducers/reduce.hpp"
 
-#include <algorithm>
 #include <vector>
 
 namespace mccl::builtin {
 namespace {
-
-/// Sending, receiving and reducing overlap only across chunks: an op that is
-/// a single chunk is sent whole, then received whole, then reduced, with one
-/// core idle at each stage. Ops smaller than pipeline_depth configured chunks
-/// are therefore cut into pipeline_depth chunks (of at least
-/// min_pipeline_chunk bytes, so frames stay large). Both ranks derive the
-/// same chunking from the same count, dtype and MCCL_CHUNK_BYTES. Measured
-/// on 2 vCPUs: 1 MiB allreduce in 4 chunks of 256 KiB beats 1 chunk.
-constexpr std::size_t pipeline_depth = 4;
-constexpr std::size_t min_pipeline_chunk = std::size_t{64} << 10;
-
-std::size_t direct_chunk_elems(const collective_args& a) {
-  auto configured = chunk_elems_for(a);
-  auto floor = std::max<std::size_t>(1, min_pipeline_chunk / dtype_size(a.op.type));
-  auto split = (a.op.count + pipeline_depth - 1) / pipeline_depth;
-  return std::min(configured, std::max(floor, split));
-}
 
 /// Two ranks send each other their whole buffer, chunk by chunk, and reduce
 /// each arriving chunk at once. In place, a chunk is reduced only after our
@@ -34,7 +16,8 @@ class allreduce_direct final : public algorithm {
 public:
   allreduce_direct(collective_io& io, const collective_args& a)
     : io_(io), a_(a), peer_(1 - a.rank), elem_(dtype_size(a.op.type)),
-      chunk_elems_(direct_chunk_elems(a)), chunks_(sched::chunk_count(a.op.count, chunk_elems_)),
+      chunk_elems_(pipelined_chunk_elems(a, a.op.count)),
+      chunks_(sched::chunk_count(a.op.count, chunk_elems_)),
       sent_(chunks_, false), pending_(chunks_) {}
 
   void start() override {
