@@ -16,7 +16,8 @@ class allreduce_direct final : public algorithm {
 public:
   allreduce_direct(collective_io& io, const collective_args& a)
     : io_(io), a_(a), peer_(1 - a.rank), elem_(dtype_size(a.op.type)),
-      chunk_elems_(chunk_elems_for(a)), chunks_(sched::chunk_count(a.op.count, chunk_elems_)),
+      chunk_elems_(pipelined_chunk_elems(a, a.op.count)),
+      chunks_(sched::chunk_count(a.op.count, chunk_elems_)),
       sent_(chunks_, false), pending_(chunks_) {}
 
   void start() override {

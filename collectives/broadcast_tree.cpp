@@ -16,7 +16,7 @@ public:
   broadcast_tree(collective_io& io, const collective_args& a, int parent, std::vector<int> children,
                  const char* shape)
     : io_(io), a_(a), parent_(parent), children_(std::move(children)), shape_(shape),
-      elem_(dtype_size(a.op.type)), chunk_elems_(chunk_elems_for(a)),
+      elem_(dtype_size(a.op.type)), chunk_elems_(pipelined_chunk_elems(a, a.op.count)),
       chunks_(sched::chunk_count(a.op.count, chunk_elems_)), got_(chunks_, false) {}
 
   void start() override {

@@ -5,6 +5,7 @@
 #include "collectives/collective.hpp"
 #include "collectives/schedule.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace mccl {
@@ -14,6 +15,25 @@ inline std::size_t chunk_elems_for(const collective_args& a) {
   auto elem = dtype_size(a.op.type);
   auto n = a.chunk_bytes / elem;
   return n == 0 ? 1 : n;
+}
+
+/// Elements per chunk for a transfer of `count` elements that should
+/// pipeline. Sending, receiving and reducing or copying overlap only across
+/// chunks: a transfer that is a single chunk is sent whole, then received
+/// whole, then reduced or copied, with one core idle at each stage.
+/// Transfers smaller than pipeline_depth configured chunks are therefore cut
+/// into pipeline_depth chunks of at least min_pipeline_chunk bytes (so frames
+/// stay large); large ones keep the configured chunk (MCCL_CHUNK_BYTES).
+/// Every rank derives the same chunking from the same count, dtype and
+/// setting. Measured on 2 vCPUs: a 2-rank 1 MiB allreduce in 4 chunks of
+/// 256 KiB beats 1 chunk of 1 MiB.
+inline std::size_t pipelined_chunk_elems(const collective_args& a, std::size_t count) {
+  constexpr std::size_t pipeline_depth = 4;
+  constexpr std::size_t min_pipeline_chunk = std::size_t{64} << 10;
+  auto configured = chunk_elems_for(a);
+  auto floor = std::max<std::size_t>(1, min_pipeline_chunk / dtype_size(a.op.type));
+  auto split = (count + pipeline_depth - 1) / pipeline_depth;
+  return std::min(configured, std::max(floor, split));
 }
 
 /// "" when chunk c is exactly the expected one, else a description of what

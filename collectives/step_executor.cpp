@@ -155,7 +155,6 @@ private:
   }
 
   void build_chunks() {
-    auto chunk_elems = chunk_elems_for(a_);
     std::map<std::tuple<uint32_t, int, bool>, uint32_t> next_id;
     for (uint32_t s = 0; s < prog_.steps.size(); ++s)
       for (const auto& x : prog_.steps[s].xfers) {
@@ -164,6 +163,9 @@ private:
           buf_.block_elems.at(static_cast<std::size_t>(x.first_block + x.block_count - 1));
         sched::range r{first.begin, last.begin + last.count - first.begin};
         bool is_send = x.kind == sched::xfer_kind::send;
+        // Both ends of a transfer see the same block range, so they agree
+        // on its chunking.
+        auto chunk_elems = pipelined_chunk_elems(a_, r.count);
         auto n = sched::chunk_count(r.count, chunk_elems);
         for (std::size_t k = 0; k < n; ++k) {
           auto c = sched::chunk_range(r, chunk_elems, k);

@@ -317,7 +317,8 @@ const setting_def setting_table[] = {
    }},
   {"MCCL_LINK_PROFILE", "default",
    "one of default, loopback, ethernet, thunderbolt (case-insensitive)",
-   "Preset for chunk size and socket buffers: default (1M, OS autotuning), loopback (1M, 4M), "
+   "Preset for chunk size and socket buffers: default (1M; OS autotuning, 4M between ranks on one "
+   "host), loopback (1M, 4M), "
    "ethernet (256K, 2M), thunderbolt (1M, 8M).",
    [](config& cfg, const std::string& text) {
      static constexpr link_profile values[] = {link_profile::default_profile,
@@ -612,7 +613,7 @@ std::string describe(const config& cfg) {
        << ")\n";
   // Not a variable of its own, but a resolved value worth seeing in the log.
   os << "socket_buffer_bytes=" << format_byte_size(cfg.socket_buffer_bytes)
-     << (cfg.socket_buffer_bytes == 0 ? " (OS autotuning)" : "") << " (profile "
+     << (cfg.socket_buffer_bytes == 0 ? " (OS autotuning; 4M between ranks on one host)" : "") << " (profile "
      << to_string(cfg.profile) << ")";
   return os.str();
 }
