@@ -319,7 +319,8 @@ const setting_def setting_table[] = {
    "one of default, loopback, ethernet, thunderbolt (case-insensitive)",
    "Preset for chunk size and socket buffers: default (1M; OS autotuning, 4M between ranks on one "
    "host), loopback (1M, 4M), "
-   "ethernet (256K, 2M), thunderbolt (1M, 8M).",
+   "ethernet (256K, 2M), thunderbolt (1M, 8M). Between ranks on one host the send buffer is a "
+   "quarter of that size.",
    [](config& cfg, const std::string& text) {
      static constexpr link_profile values[] = {link_profile::default_profile,
                                                link_profile::loopback, link_profile::ethernet,

@@ -38,13 +38,15 @@ std::string connect_with_retry(tcp::socket& sock, const tcp::endpoint& ep,
 /// mccl::error(invalid_argument) naming `what` when it cannot.
 boost::asio::ip::address resolve_host(const std::string& host, const std::string& what);
 
-/// Sets TCP_NODELAY and SO_SNDBUF/SO_RCVBUF: to `buffer_bytes` when it is
-/// > 0; when it is 0, OS autotuning for connections that leave this host and
-/// same_host_buffer_bytes for those that do not (see socket_util.cpp).
+/// Sets TCP_NODELAY and SO_SNDBUF/SO_RCVBUF. A connection that leaves this
+/// host gets `buffer_bytes` for both, or OS autotuning when it is 0. A
+/// same-host connection gets a receive buffer of `buffer_bytes` (default
+/// same_host_receive_buffer_bytes when 0), a send buffer of a quarter of
+/// that, so a sender never waits for the window, and Reno congestion
+/// control (see socket_util.cpp for why).
 void tune_socket(tcp::socket& sock, std::size_t buffer_bytes);
 
-/// Socket buffer size tune_socket gives a same-host connection by default.
-constexpr std::size_t same_host_buffer_bytes = std::size_t{4} << 20;
+constexpr std::size_t same_host_receive_buffer_bytes = std::size_t{4} << 20;
 
 /// True when both ends of a connected socket are on this host (a loopback
 /// peer, or a peer at our own address).
