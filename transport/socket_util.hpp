@@ -42,11 +42,13 @@ boost::asio::ip::address resolve_host(const std::string& host, const std::string
 /// host gets `buffer_bytes` for both, or OS autotuning when it is 0. A
 /// same-host connection gets a receive buffer of `buffer_bytes` (default
 /// same_host_receive_buffer_bytes when 0), a send buffer of a quarter of
-/// that, so a sender never waits for the window, and Reno congestion
-/// control (see socket_util.cpp for why).
+/// that, so a sender rarely waits for the window, at most
+/// same_host_notsent_lowat bytes waiting unsent in the kernel, and Reno
+/// congestion control (see socket_util.cpp for why).
 void tune_socket(tcp::socket& sock, std::size_t buffer_bytes);
 
 constexpr std::size_t same_host_receive_buffer_bytes = std::size_t{4} << 20;
+constexpr std::size_t same_host_notsent_lowat = std::size_t{256} << 10;
 
 /// True when both ends of a connected socket are on this host (a loopback
 /// peer, or a peer at our own address).
