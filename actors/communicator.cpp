@@ -14,6 +14,7 @@
 #include <caf/all.hpp>
 
 #include <cstdlib>
+#include <exception>
 #include <algorithm>
 #include <random>
 
@@ -533,13 +534,23 @@ work communicator::recv(void* data, std::size_t count, dtype type, int peer, uin
 
 communicator communicator::split(int color, int key) {
   auto& p = checked();
+  // The groups meet in the rendezvous store served by rank 0 of this
+  // communicator: no rank leaves split (and perhaps finalizes this
+  // communicator, taking the store down) before every group has connected.
+  // A rank whose group failed still joins the barrier, then throws.
+  auto finish_split = [this](communicator sub, std::exception_ptr failed) {
+    barrier().wait();
+    if (failed)
+      std::rethrow_exception(failed);
+    return sub;
+  };
   // Everyone learns everyone's (color, key) through this communicator.
   std::vector<int64_t> mine{color, key};
   std::vector<int64_t> all(2 * static_cast<std::size_t>(p.world));
   allgather(mine.data(), all.data(), 2, dtype::int64).wait();
   auto index = p.splits.fetch_add(1);
   if (color < 0)
-    return communicator{};
+    return finish_split(communicator{}, nullptr);
   std::vector<std::pair<int64_t, int>> members; // (key, rank)
   for (int r = 0; r < p.world; ++r)
     if (all[2 * r] == color)
@@ -567,7 +578,14 @@ communicator communicator::split(int color, int key) {
   MCCL_LOG(info, "split " << index << " of communicator " << p.comm_id << ": color " << color
                           << " -> communicator " << o.comm_id << ", rank " << o.rank << " of "
                           << o.world_size);
-  return detail::make_communicator(p.rt, o, true);
+  communicator sub;
+  std::exception_ptr failed;
+  try {
+    sub = detail::make_communicator(p.rt, o, true);
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  return finish_split(std::move(sub), failed);
 }
 
 void communicator::abort(const std::string& reason) {
