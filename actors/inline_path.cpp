@@ -3,6 +3,7 @@
 #include "collectives/op_session.hpp"
 #include "collectives/registry.hpp"
 #include "transport/crc32c.hpp"
+#include "transport/frame_queue.hpp"
 
 #include <caf/send.hpp>
 
@@ -36,7 +37,7 @@ struct inline_channel {
   std::string name; ///< "rank 1 at 127.0.0.1:4711"
 
   struct out_frame {
-    uint8_t header[wire::header_size];
+    uint8_t header[wire::header_size] = {};
     const uint8_t* data = nullptr;
     std::size_t len = 0;
     std::size_t written = 0; ///< of header + payload
@@ -55,6 +56,7 @@ struct inline_channel {
   /// The peer finalized (its BYE came) after taking part in this op: all it
   /// sent for the op came before, nothing more will.
   bool departed = false;
+  bool aborted = false; ///< the peer's ABORT came: nothing more to read here
 };
 
 namespace {
@@ -81,6 +83,11 @@ public:
         moved |= !reported() && read(*c);
       if (reported())
         break;
+      if (!moved && pending_abort_code_ != errc::none) {
+        peer_aborted_ = true;
+        fail(pending_abort_code_, pending_abort_);
+        break;
+      }
       auto now = clock::now();
       if (moved) {
         idle_since = now;
@@ -145,15 +152,7 @@ private:
     }
     while (!c.out.empty() && !reported()) {
       iovec iov[max_iov];
-      int n = 0;
-      for (auto it = c.out.begin(); it != c.out.end() && n + 2 <= max_iov; ++it) {
-        auto w = it->written;
-        if (w < wire::header_size)
-          iov[n++] = {it->header + w, wire::header_size - w};
-        auto poff = w > wire::header_size ? w - wire::header_size : 0;
-        if (it->len > poff)
-          iov[n++] = {const_cast<uint8_t*>(it->data) + poff, it->len - poff};
-      }
+      int n = transport::gather_frames(c.out, iov, max_iov);
       auto r = c.link->conn->write_some(iov, n);
       if (!r.error.empty()) {
         fail(errc::peer_lost, "sending to " + c.name + " failed: " + r.error);
@@ -162,19 +161,9 @@ private:
       if (r.bytes == 0)
         return moved;
       moved = true;
-      auto left = r.bytes;
-      while (left > 0) {
-        auto& f = c.out.front();
-        auto need = wire::header_size + f.len - f.written;
-        if (left < need) {
-          f.written += left;
-          break;
-        }
-        left -= need;
-        auto step = f.step, chunk = f.chunk;
-        c.out.pop_front();
-        frame_sent(c.peer, step, chunk);
-      }
+      transport::account_written(c.out, r.bytes, [&](const inline_channel::out_frame& f) {
+        frame_sent(c.peer, f.step, f.chunk);
+      });
     }
     return moved;
   }
@@ -183,9 +172,9 @@ private:
   /// when bytes moved.
   bool read(inline_channel& c) {
     bool moved = false;
-    while (!c.departed) {
+    while (!c.departed && !c.aborted) {
       consume(c);
-      if (reported() || c.departed)
+      if (reported() || c.departed || c.aborted)
         return moved;
       make_room(c);
       auto r = c.link->conn->read_some(c.in.data() + c.in_end, c.in.size() - c.in_end);
@@ -266,14 +255,18 @@ private:
       }
       c.in_begin += total;
       if (h.kind == wire::frame_kind::abort) {
+        // Not failed at once: bytes already here may still complete the op
+        // (the peer may have aborted over a later one). run() fails it with
+        // this once nothing more can be read.
         std::string why;
         auto text = wire::decode_text(payload, h.payload_len, &why);
-        auto code = h.step > 0 && h.step <= static_cast<uint32_t>(errc::desync)
-                      ? static_cast<errc>(h.step)
-                      : errc::aborted;
-        peer_aborted_ = true;
-        return fail(code, "rank " + std::to_string(h.aux) + " aborted the communicator: "
-                            + (text ? *text : "(unreadable reason: " + why + ")"));
+        if (pending_abort_code_ == errc::none) {
+          pending_abort_code_ = wire::abort_code(h);
+          pending_abort_ = "rank " + std::to_string(h.aux) + " aborted the communicator: "
+                           + (text ? *text : "(unreadable reason: " + why + ")");
+        }
+        c.aborted = true; // nothing of this op follows an ABORT: stop reading
+        return;
       }
       if (h.kind == wire::frame_kind::bye) {
         // BYE carries how many collectives the peer issued.
@@ -291,7 +284,7 @@ private:
     fds.reserve(channels_.size());
     for (auto* c : channels_)
       fds.push_back(pollfd{c->link->conn->poll_fd(),
-                           static_cast<short>((c->departed ? 0 : POLLIN) | (c->out.empty() ? 0 : POLLOUT)),
+                           static_cast<short>((c->departed || c->aborted ? 0 : POLLIN) | (c->out.empty() ? 0 : POLLOUT)),
                            0});
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now()).count() + 1;
     ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long long>(ms, 0)));
@@ -303,6 +296,8 @@ private:
   errc code_ = errc::none;
   std::string message_;
   bool peer_aborted_ = false;
+  errc pending_abort_code_ = errc::none; ///< a peer's ABORT, failing the op unless it completes
+  std::string pending_abort_;
 };
 
 } // namespace
@@ -353,6 +348,7 @@ bool inline_path::try_run(op_request& op) {
       c->theirs.clear();
       c->in_begin = c->in_end = 0;
       c->departed = false;
+      c->aborted = false;
       c->link->conn->resume_notifications();
       if (lease.give_back() || c->poke)
         caf::anon_send(c->link->link, returned_atom::value);

@@ -2,6 +2,7 @@
 
 #include "config/log.hpp"
 #include "transport/crc32c.hpp"
+#include "transport/frame_queue.hpp"
 
 #include <caf/all.hpp>
 
@@ -103,7 +104,7 @@ void link_actor::on_send(tx_request& req, caf::actor notify) {
   if (closed_) {
     // Never leave a collective waiting for a send that cannot happen.
     // Prefer the peer's own abort reason: it names the rank that failed first.
-    send(notify, fail_atom::value, errc::peer_lost,
+    send(notify, fail_atom::value, peer_abort_reason_.empty() ? errc::peer_lost : peer_abort_code_,
          peer_abort_reason_.empty() ? "lost rank " + std::to_string(init_.peer) + ": " + close_reason_
                                     : peer_abort_reason_);
     return;
@@ -150,7 +151,7 @@ void link_actor::on_post_recv(uint32_t tag, uint64_t op_id, caf::actor receiver)
     // Whatever was not matched now never will be.
     for (auto i = posted_.begin(); i != posted_.end(); ++i)
       if (i->op_id == op_id) {
-        send(receiver, fail_atom::value, errc::peer_lost,
+        send(receiver, fail_atom::value, peer_abort_reason_.empty() ? errc::peer_lost : peer_abort_code_,
              peer_abort_reason_.empty() ? "rank " + std::to_string(init_.peer)
                                             + " sent no matching message before its link closed: "
                                             + close_reason_
@@ -480,9 +481,8 @@ void link_actor::frame_complete() {
       auto text = wire::decode_text(buf.get(), h.payload_len, &why);
       auto reason = text ? *text : "(unreadable reason: " + why + ")";
       peer_abort_reason_ = "rank " + std::to_string(h.aux) + " aborted the communicator: " + reason;
-      auto code = h.step > 0 && h.step <= static_cast<uint32_t>(errc::desync) ? static_cast<errc>(h.step)
-                                                                              : errc::aborted;
-      send(init_.progress, peer_abort_atom::value, static_cast<int>(h.aux), reason, code);
+      peer_abort_code_ = wire::abort_code(h);
+      send(init_.progress, peer_abort_atom::value, static_cast<int>(h.aux), reason, peer_abort_code_);
       return;
     }
     case wire::frame_kind::bye:
@@ -512,15 +512,7 @@ std::size_t link_actor::write_frames() {
     return total;
   while (!txq_.empty() && !closed_) {
     iovec iov[max_iov];
-    int n = 0;
-    for (auto it = txq_.begin(); it != txq_.end() && n + 2 <= max_iov; ++it) {
-      std::size_t w = it->written;
-      if (w < wire::header_size)
-        iov[n++] = {it->header + w, wire::header_size - w};
-      std::size_t poff = w > wire::header_size ? w - wire::header_size : 0;
-      if (it->len > poff)
-        iov[n++] = {const_cast<uint8_t*>(it->data) + poff, it->len - poff};
-    }
+    int n = transport::gather_frames(txq_, iov, max_iov);
     auto r = init_.conn->write_some(iov, n);
     if (!r.error.empty()) {
       // Read what the peer sent before it went away (an ABORT frame naming
@@ -534,19 +526,10 @@ std::size_t link_actor::write_frames() {
       break;
     total += r.bytes;
     last_tx_ = clock::now();
-    auto left = r.bytes;
-    while (left > 0) {
-      auto& front = txq_.front();
-      auto need = wire::header_size + front.len - front.written;
-      if (left < need) {
-        front.written += left;
-        break;
-      }
-      left -= need;
-      if (front.notify)
-        send(front.notify, sent_atom::value, init_.peer, front.step, front.chunk);
-      txq_.pop_front();
-    }
+    transport::account_written(txq_, r.bytes, [&](tx_item& done) {
+      if (done.notify)
+        send(done.notify, sent_atom::value, init_.peer, done.step, done.chunk);
+    });
   }
   return total;
 }

@@ -75,7 +75,7 @@ private:
   using clock = std::chrono::steady_clock;
 
   struct tx_item {
-    uint8_t header[wire::header_size];
+    uint8_t header[wire::header_size] = {};
     const uint8_t* data = nullptr;
     std::size_t len = 0;
     std::size_t written = 0;       ///< bytes of header + payload already sent
@@ -172,6 +172,7 @@ private:
   bool offered_ = false; ///< the lease is (or was, until reclaimed) offered
   std::string close_reason_ = "the link was closed"; ///< why, for sends that arrive later
   std::string peer_abort_reason_; ///< set once the peer sent an ABORT frame
+  errc peer_abort_code_ = errc::aborted; ///< the code that frame carried
   bool aborted_ = false;
 };
 

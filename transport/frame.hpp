@@ -5,6 +5,8 @@
 /// Decoders validate every length before anything is allocated, so a hostile
 /// or corrupt peer cannot make a receiver reserve memory it names.
 
+#include "config/error.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -134,5 +136,12 @@ std::vector<uint8_t> encode_text(const std::string& text);
 /// nullopt, with *reason set when reason is not null, when len exceeds
 /// max_text_size or the bytes are not valid UTF-8.
 std::optional<std::string> decode_text(const uint8_t* p, std::size_t len, std::string* reason);
+
+/// The error code an ABORT frame carries in its step field, so peers report
+/// the same kind of failure as its origin; errc::aborted if it is unknown.
+inline errc abort_code(const frame_header& h) noexcept {
+  return h.step > 0 && h.step <= static_cast<uint32_t>(errc::desync) ? static_cast<errc>(h.step)
+                                                                      : errc::aborted;
+}
 
 } // namespace mccl::wire

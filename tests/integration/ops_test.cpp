@@ -163,9 +163,13 @@ void expect_desync(int world, const std::function<mccl::work(mccl::communicator&
   mccl::runtime rt;
   run_ranks(rt, world, settings(5000), [&](mccl::communicator& comm) {
     std::vector<float> buf(64 * world, 1.0f);
-    comm.barrier().wait(); // seq 0
     auto t0 = std::chrono::steady_clock::now();
-    auto e = failure_of([&] { (comm.rank() == 1 ? odd : even)(comm, buf).wait(); });
+    // A rank still in the barrier when another one detects the mismatch
+    // fails there, with the same error (the abort that ends it carries it).
+    auto e = failure_of([&] {
+      comm.barrier().wait(); // seq 0
+      (comm.rank() == 1 ? odd : even)(comm, buf).wait();
+    });
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s) << "desync took a timeout to notice";
     EXPECT_EQ(e.code(), mccl::errc::desync) << e.what();
     EXPECT_TRUE(contains(e.what(), "at seq 1")) << e.what();
