@@ -23,8 +23,8 @@
 /// Progress: while it has work (routed ops, queued frames, a partial frame)
 /// the link busy-polls its connection by sending itself poll_atom, so bytes,
 /// chunk messages and reductions stay on one CAF worker without thread
-/// hand-offs. After MCCL_SPIN_US without traffic it parks: the reactor
-/// monitor waits in the kernel and wakes it (ready_atom). An idle rank burns
+/// hand-offs. After MCCL_SPIN_US without traffic it parks: the readiness
+/// monitor (transport/readiness.hpp) waits in the kernel and wakes it (ready_atom). An idle rank burns
 /// no CPU. A parked link with nothing to do offers its connection to the
 /// inline path (link_lease.hpp) and takes it back before touching it again.
 
@@ -68,7 +68,7 @@ public:
   const char* name() const override { return "mccl.link"; }
 
   /// Drops the connection as soon as the actor stops, so no socket outlives
-  /// the reactor it belongs to.
+  /// the runtime's readiness monitor.
   void on_exit() override;
 
 private:

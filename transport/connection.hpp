@@ -5,9 +5,11 @@
 /// simulated network for deterministic tests (sim_network.hpp); shared memory
 /// and RDMA implement the same interface later.
 ///
-/// Threading: read_some / write_some / close are called from the owning link
-/// actor only (one thread at a time). notify_when_ready's callback runs on
-/// the reactor thread and must only post a message.
+/// Threading: read_some / write_some are called by whoever holds the
+/// connection (its link actor, or a caller that borrowed it through the
+/// link's lease), one thread at a time. notify_when_ready's callback runs on
+/// a waiting thread (TCP: the readiness monitor's) and must only post a
+/// message.
 
 #include <sys/uio.h>
 
@@ -38,7 +40,7 @@ public:
   /// means nothing is available now.
   virtual io_result read_some(void* data, std::size_t len) = 0;
 
-  /// Never blocks. Asks for one call of `ready` (on the reactor thread) once
+  /// Never blocks. Asks for one call of `ready` (on a waiting thread) once
   /// the connection is readable, or writable when `want_write`, or failed.
   virtual void notify_when_ready(bool want_write, std::function<void()> ready) = 0;
 
