@@ -1,5 +1,7 @@
 #include "actors/inline_path.hpp"
 
+#include "actors/messages.hpp"
+
 #include "collectives/op_session.hpp"
 #include "collectives/registry.hpp"
 #include "transport/crc32c.hpp"
@@ -57,6 +59,7 @@ struct inline_channel {
   /// sent for the op came before, nothing more will.
   bool departed = false;
   bool aborted = false; ///< the peer's ABORT came: nothing more to read here
+  bool lost = false;    ///< the connection failed without BYE or ABORT
 };
 
 namespace {
@@ -89,6 +92,12 @@ public:
         break;
       }
       auto now = clock::now();
+      // Like the progress actor, give an ABORT that explains a lost
+      // connection (naming the rank that really failed) time to arrive.
+      if (!moved && lost_peer_ >= 0 && now >= lost_at_ + loss_grace) {
+        fail(errc::peer_lost, lost_why_);
+        break;
+      }
       if (moved) {
         idle_since = now;
         continue;
@@ -106,7 +115,8 @@ public:
       // yielding so a peer that shares this core can run, then sleep in the
       // kernel until a connection is ready.
       if (now - idle_since >= init_.cfg.spin)
-        wait(std::min<clock::time_point>(deadline, now + poll_slice));
+        wait(std::min<clock::time_point>(lost_peer_ >= 0 ? std::min(deadline, lost_at_ + loss_grace) : deadline,
+                                         now + poll_slice));
       else
         std::this_thread::yield();
     }
@@ -150,12 +160,12 @@ private:
       fail(errc::peer_lost, c.name + " finalized before receiving this op's frames");
       return moved;
     }
-    while (!c.out.empty() && !reported()) {
+    while (!c.out.empty() && !reported() && !c.lost) {
       iovec iov[max_iov];
       int n = transport::gather_frames(c.out, iov, max_iov);
       auto r = c.link->conn->write_some(iov, n);
       if (!r.error.empty()) {
-        fail(errc::peer_lost, "sending to " + c.name + " failed: " + r.error);
+        lose(c, "sending to " + c.name + " failed: " + r.error);
         return moved;
       }
       if (r.bytes == 0)
@@ -172,7 +182,7 @@ private:
   /// when bytes moved.
   bool read(inline_channel& c) {
     bool moved = false;
-    while (!c.departed && !c.aborted) {
+    while (!c.departed && !c.aborted && !c.lost) {
       consume(c);
       if (reported() || c.departed || c.aborted)
         return moved;
@@ -184,11 +194,23 @@ private:
         continue;
       }
       if (r.closed)
-        fail(errc::peer_lost, r.error.empty() ? c.name + " closed the connection"
-                                              : "connection to " + c.name + " failed: " + r.error);
+        lose(c, r.error.empty() ? c.name + " closed the connection"
+                                : "connection to " + c.name + " failed: " + r.error);
       return moved;
     }
     return moved;
+  }
+
+  /// Stops using a failed connection; run() fails the op after the grace
+  /// period unless an ABORT explains the loss first. The link sees the
+  /// failure itself once it has the connection back.
+  void lose(inline_channel& c, const std::string& why) {
+    c.lost = true;
+    if (lost_peer_ >= 0)
+      return;
+    lost_peer_ = c.peer;
+    lost_at_ = clock::now();
+    lost_why_ = "lost rank " + std::to_string(c.peer) + ": " + why;
   }
 
   /// Keeps unconsumed bytes at the front, with room for at least one whole
@@ -284,7 +306,9 @@ private:
     fds.reserve(channels_.size());
     for (auto* c : channels_)
       fds.push_back(pollfd{c->link->conn->poll_fd(),
-                           static_cast<short>((c->departed || c->aborted ? 0 : POLLIN) | (c->out.empty() ? 0 : POLLOUT)),
+                           static_cast<short>(c->lost ? 0
+                                              : (c->departed || c->aborted ? 0 : POLLIN)
+                                                  | (c->out.empty() ? 0 : POLLOUT)),
                            0});
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now()).count() + 1;
     ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long long>(ms, 0)));
@@ -296,6 +320,9 @@ private:
   errc code_ = errc::none;
   std::string message_;
   bool peer_aborted_ = false;
+  int lost_peer_ = -1; ///< the first connection lost without BYE or ABORT
+  clock::time_point lost_at_;
+  std::string lost_why_;
   errc pending_abort_code_ = errc::none; ///< a peer's ABORT, failing the op unless it completes
   std::string pending_abort_;
 };

@@ -102,6 +102,12 @@ void link_actor::on_send(tx_request& req, caf::actor notify) {
   if (aborted_)
     return; // the op is being failed by the progress actor; nothing may be sent
   if (closed_) {
+    // A connection lost without explanation: the progress actor fails every
+    // op within its grace period, with the reason of an ABORT that may still
+    // arrive from another rank (the peer may have exited because a third
+    // rank died). Failing here would blame this peer first.
+    if (lost_ && peer_abort_reason_.empty())
+      return;
     // Never leave a collective waiting for a send that cannot happen.
     // Prefer the peer's own abort reason: it names the rank that failed first.
     send(notify, fail_atom::value, peer_abort_reason_.empty() ? errc::peer_lost : peer_abort_code_,
@@ -573,6 +579,7 @@ void link_actor::fail(const std::string& why, bool graceful, uint64_t issued) {
   if (closed_)
     return;
   closed_ = true;
+  lost_ = !graceful;
   close_reason_ = why;
   txq_.clear(); // nothing more will be written: no pointer into caller memory survives
   init_.conn->close();

@@ -172,6 +172,9 @@ private:
   bool offered_ = false; ///< the lease is (or was, until reclaimed) offered
   std::string close_reason_ = "the link was closed"; ///< why, for sends that arrive later
   std::string peer_abort_reason_; ///< set once the peer sent an ABORT frame
+  /// The connection ended without the peer's BYE or ABORT: the progress
+  /// actor blames the peer (or a rank whose ABORT explains it) shortly.
+  bool lost_ = false;
   errc peer_abort_code_ = errc::aborted; ///< the code that frame carried
   bool aborted_ = false;
 };

@@ -11,10 +11,17 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
 namespace mccl::actors {
+
+/// How long a connection lost without BYE or ABORT waits for an ABORT frame
+/// from another rank that explains it before the peer is blamed: a peer that
+/// aborted because a third rank died may exit (closing its connections)
+/// before its ABORT, or the first rank's, reaches us over another socket.
+constexpr auto loss_grace = std::chrono::milliseconds(100);
 
 // Atoms (at most 10 characters each).
 using submit_atom = caf::atom_constant<caf::atom("submit")>;     // caller -> progress

@@ -14,8 +14,6 @@ namespace {
 /// How long the progress actor waits for its links to confirm an abort or a
 /// shutdown before it goes on without them.
 constexpr auto link_reply_timeout = std::chrono::seconds(2);
-/// How long a lost connection waits for an ABORT frame that explains it.
-constexpr auto loss_grace = std::chrono::milliseconds(100);
 } // namespace
 
 progress_actor::progress_actor(caf::actor_config& cfg, progress_init init)
