@@ -218,13 +218,13 @@ std::string random_token() {
   return out;
 }
 
-boost::asio::ip::address choose_listen_address(const config& cfg, const std::string& master_addr) {
-  if (!cfg.listen_addr.empty())
-    return boost::asio::ip::make_address(cfg.listen_addr);
-  if (!cfg.ifname.empty())
-    return transport::address_for_ifname(cfg.ifname);
+transport::listen_choice choose_listen_addresses(const config& cfg, const std::string& master_addr, int rank) {
   auto master = transport::resolve_host(master_addr.empty() ? "127.0.0.1" : master_addr, "MASTER_ADDR");
-  return transport::address_routing_to(master);
+  auto choice = transport::choose_listen_addresses(cfg.listen_addr, cfg.ifname, master,
+                                                   transport::local_interfaces());
+  MCCL_LOG(info, "rank " << rank << " listens on " << choice.addresses.front().to_string() << ": "
+                         << choice.reason);
+  return choice;
 }
 
 config_overrides merged(const config_overrides& a, const config_overrides& b) {
@@ -360,7 +360,9 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     mo.world = o.world_size;
     mo.comm_id = o.comm_id;
     mo.token = token;
-    mo.listen_addr = choose_listen_address(cfg, o.master_addr);
+    auto listen = choose_listen_addresses(cfg, o.master_addr, o.rank);
+    mo.listen_addr = listen.addresses.front();
+    mo.advertise_addr = listen.advertised.front();
     mo.listen_port = static_cast<unsigned short>(cfg.port_base == 0 ? 0 : cfg.port_base + o.rank);
     mo.connect_timeout = cfg.connect_timeout;
     mo.socket_buffer_bytes = cfg.socket_buffer_bytes;

@@ -244,12 +244,19 @@ const setting_def setting_table[] = {
      cfg.log_level = parse_enum(text, values);
    }},
   {"MCCL_LISTEN_ADDR", "",
-   "an IPv4 or IPv6 address literal (e.g. 10.0.0.5 or fe80::1), or empty to choose "
-   "automatically",
-   "Address to listen on for peer connections; empty chooses automatically.",
+   "an IPv4 or IPv6 address literal (e.g. 10.0.0.5 or fe80::1), several separated by commas "
+   "(one connection per peer each), or empty to choose automatically",
+   "Address(es) to listen on for peer connections; empty chooses automatically.",
    [](config& cfg, const std::string& text) {
-     if (!text.empty() && !is_ip_literal(text))
-       throw bad_value{};
+     // Syntax only: whether the address belongs to this host is checked
+     // where the transport binds it.
+     std::size_t begin = 0;
+     while (!text.empty() && begin <= text.size()) {
+       auto end = std::min(text.find(',', begin), text.size());
+       if (!is_ip_literal(text.substr(begin, end - begin)))
+         throw bad_value{};
+       begin = end + 1;
+     }
      cfg.listen_addr = text;
    }},
   {"MCCL_IFNAME", "",

@@ -159,6 +159,8 @@ std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monit
                                           "MCCL_PORT_BASE or 0 for any free port)"
                                         : ""));
   auto bound = acceptor.local_endpoint();
+  if (!o.advertise_addr.is_unspecified())
+    bound.address(o.advertise_addr);
   o.rendezvous->set(o.key_prefix + "ep/" + std::to_string(o.rank), to_string(bound));
   MCCL_LOG(debug, rank_str(o.rank) << " listening on " << to_string(bound));
 

@@ -221,6 +221,7 @@ TEST(ConfigEnv, ListenAddr) {
   EXPECT_EQ(resolve_env({{"MCCL_LISTEN_ADDR", "fe80::1:2"}}).listen_addr, "fe80::1:2");
   EXPECT_EQ(resolve_env({{"MCCL_LISTEN_ADDR", "::ffff:10.1.2.3"}}).listen_addr,
             "::ffff:10.1.2.3");
+  EXPECT_EQ(resolve_env({{"MCCL_LISTEN_ADDR", "10.0.0.5,10.1.0.5"}}).listen_addr, "10.0.0.5,10.1.0.5");
   auto empty = resolve_env({{"MCCL_LISTEN_ADDR", ""}});
   EXPECT_EQ(empty.listen_addr, "");
   EXPECT_EQ(empty.sources.at("MCCL_LISTEN_ADDR"), setting_source::environment);
@@ -380,6 +381,9 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_LISTEN_ADDR", "::g"},
   {"MCCL_LISTEN_ADDR", " 10.0.0.1"},
   {"MCCL_LISTEN_ADDR", "10.0.0.1:80"},
+  {"MCCL_LISTEN_ADDR", "10.0.0.1,"},
+  {"MCCL_LISTEN_ADDR", "10.0.0.1,,10.0.0.2"},
+  {"MCCL_LISTEN_ADDR", ",10.0.0.1"},
   {"MCCL_IFNAME", "eth0,"},
   {"MCCL_IFNAME", ",eth0"},
   {"MCCL_IFNAME", "eth0,,en"},
