@@ -15,6 +15,7 @@ REQUIRED_PACKAGES=(
   libcaf-dev libboost-dev libisal-dev libibverbs-dev libhwy-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   python3
+  iproute2 openssh-client openssh-server
 )
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
