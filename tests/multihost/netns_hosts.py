@@ -5,10 +5,11 @@ Linux bridges, optionally shaped with tc, each running its own sshd.
         hosts.write_hostfile(path, slots=2)
         hosts.run(0, [python, mcclrun, "--ssh", hosts.ssh_command, ...])
 
-Layout (names carry this process's pid, so parallel runs never collide):
+Layout (names carry this process's pid and a counter, so parallel runs and
+successive instances never collide):
 
-    mccl<pid>sw            the "switch": bridge br<k> per network k
-    mccl<pid>h<i>          host i: lo, eth<k> = 10.77.<k>.<i+1>/24, sshd on eth0
+    mccl<pid>x<n>sw        the "switch": bridge br<k> per network k
+    mccl<pid>x<n>h<i>      host i: lo, eth<k> = 10.77.<k>.<i+1>/24, sshd on eth0
 
 Addresses exist only inside these namespaces; nothing is added to the
 caller's namespace.  With `rate`, both directions of every host link are
@@ -24,6 +25,7 @@ openssh-server.
 """
 
 import atexit
+import itertools
 import os
 import re
 import shutil
@@ -36,7 +38,8 @@ PREFIX = "mccl"
 SUBNET = "10.77.{net}.{host}"
 SSHD = "/usr/sbin/sshd"
 COMMAND_TIMEOUT = 30  # seconds for any one ip/tc/ssh-keygen call
-NAME_RE = re.compile(rf"^{PREFIX}(\d+)(sw|h\d+)$")
+NAME_RE = re.compile(rf"^{PREFIX}(\d+)x\d+(sw|h\d+)$")
+_instances = itertools.count()
 
 
 class SetupError(Exception):
@@ -105,7 +108,8 @@ class EmulatedHosts:
         self.networks = networks
         self.rate = rate
         self.shaper = shaper
-        self.tag = f"{PREFIX}{os.getpid()}"
+        # pid first: remove_stale_namespaces() reads it back.
+        self.tag = f"{PREFIX}{os.getpid()}x{next(_instances)}"
         self.switch = f"{self.tag}sw"
         self.namespaces = []
         self.sshd = []
@@ -226,6 +230,10 @@ class EmulatedHosts:
             "StrictModes": "no", "UsePAM": "no", "PermitRootLogin": "prohibit-password",
             "PasswordAuthentication": "no", "KbdInteractiveAuthentication": "no",
             "PidFile": "none", "LogLevel": "ERROR", "MaxStartups": "100",
+            # bash sources ~/.bashrc for ssh commands unless it believes it is
+            # nested; what the machine's rc files do (e.g. wait for a tool's
+            # lock) is not what these tests are about.
+            "SetEnv": "SHLVL=1",
         }
         argv = ["ip", "netns", "exec", self.namespace(host), SSHD, "-D", "-e", "-f", "/dev/null"]
         for key, value in options.items():
@@ -238,8 +246,12 @@ class EmulatedHosts:
         deadline = time.monotonic() + timeout
         for host in range(self.count):
             while True:
-                done = self.run(0, ["ssh", "-F", self.ssh_config, self.name(host), "true"],
-                                timeout=15, check=False)
+                try:
+                    done = self.run(0, ["ssh", "-F", self.ssh_config, self.name(host), "true"],
+                                    timeout=15, check=False)
+                except subprocess.TimeoutExpired:
+                    raise SetupError(f"ssh {self.name(host)} true did not finish within 15 s "
+                                     "(is the login shell's rc file waiting?)") from None
                 if done.returncode == 0:
                     break
                 if time.monotonic() > deadline:

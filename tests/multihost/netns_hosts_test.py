@@ -81,6 +81,57 @@ class ThreeHostsTest(unittest.TestCase):
                       "lo (127.0.0.1), eth0 (10.77.0.", done.stdout + done.stderr)
 
 
+TOPO = os.path.join(HERE, "..", "..", "tools", "mccl-topo")
+
+
+class TwoNetworksTest(unittest.TestCase):
+    """Two hosts on two networks: mccl-topo sees both, and its hostfile runs."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.hosts = netns_hosts.EmulatedHosts(count=2, networks=2, rate="200mbit").__enter__()
+        cls.tmp = tempfile.mkdtemp(prefix="mccl-topo-")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hosts.close()
+
+    def topo(self, *args):
+        done = self.hosts.run(0, [PYTHON, TOPO, "--ssh", self.hosts.ssh_command,
+                                  "--probe-bytes", "2M", *args, "h0", "h1"],
+                              timeout=120, check=False)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout
+
+    def test_topology_and_hostfile(self):
+        hostfile = os.path.join(self.tmp, "topo-hosts.json")
+        report = json.loads(self.topo("--json", "--hostfile", hostfile))
+        speeds = {i["name"]: i["speed_mbps"] for i in report["hosts"]["h1"]["interfaces"]}
+        self.assertIn("eth1", speeds)
+        reached = {(p["from"], p["address"]) for p in report["pairs"] if p["ok"]}
+        self.assertEqual(reached, {("h0", "10.77.0.2"), ("h0", "10.77.1.2"),
+                                   ("h1", "10.77.0.1"), ("h1", "10.77.1.1")})
+        for p in report["pairs"]:
+            self.assertGreater(p["gbps"], 0)
+            self.assertGreater(p["rtt_us"], 0)
+        with open(hostfile) as f:
+            written = json.load(f)["hosts"]
+        self.assertEqual([(h["ssh"], h["ips"]) for h in written],
+                         [("h0", ["10.77.0.1", "10.77.1.1"]), ("h1", ["10.77.0.2", "10.77.1.2"])])
+        # The hostfile it wrote runs a job (both addresses of each host in use).
+        done = self.hosts.run(0, [PYTHON, MCCLRUN, "--ssh", self.hosts.ssh_command,
+                                  "--timeout", str(JOB_TIMEOUT), "--hostfile", hostfile,
+                                  "--", MCCL_CHECK, "allreduce", "1", "65537", "1048583"],
+                              timeout=JOB_TIMEOUT + 30, check=False)
+        self.assertEqual(done.returncode, 0, done.stdout[-3000:] + done.stderr[-3000:])
+
+    def test_dot(self):
+        dot = self.topo("--dot")
+        self.assertTrue(dot.startswith("digraph mccl_topology {"), dot)
+        self.assertIn('"h0" -> "h1" [label="eth1 ', dot)
+        self.assertIn('"h1" -> "h0" [label="eth0 ', dot)
+
+
 def main():
     global MCCL_CHECK
     if len(sys.argv) < 2:
