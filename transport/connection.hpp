@@ -50,7 +50,9 @@ public:
 
   /// For a caller that drives the connection itself for a while (the inline
   /// path, actors/inline_path.hpp): a descriptor it can poll(2), or -1 when
-  /// the connection has none (then it is never driven that way).
+  /// the connection has none (then it is never driven that way). Ask again
+  /// before every poll: a connection over several sockets
+  /// (striped_connection.hpp) points it at the ones its stream waits on.
   virtual int poll_fd() const { return -1; }
   /// Holds back notify_when_ready callbacks while someone else drives the
   /// connection; resume re-arms them (and fires at once if already ready).
