@@ -222,8 +222,10 @@ transport::listen_choice choose_listen_addresses(const config& cfg, const std::s
   auto master = transport::resolve_host(master_addr.empty() ? "127.0.0.1" : master_addr, "MASTER_ADDR");
   auto choice = transport::choose_listen_addresses(cfg.listen_addr, cfg.ifname, master,
                                                    transport::local_interfaces());
-  MCCL_LOG(info, "rank " << rank << " listens on " << choice.addresses.front().to_string() << ": "
-                         << choice.reason);
+  std::string where;
+  for (const auto& a : choice.addresses)
+    where += (where.empty() ? "" : ", ") + a.to_string();
+  MCCL_LOG(info, "rank " << rank << " listens on " << where << ": " << choice.reason);
   return choice;
 }
 
@@ -361,15 +363,24 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     mo.comm_id = o.comm_id;
     mo.token = token;
     auto listen = choose_listen_addresses(cfg, o.master_addr, o.rank);
-    mo.listen_addr = listen.addresses.front();
-    mo.advertise_addr = listen.advertised.front();
+    mo.listen_addrs = listen.addresses;
+    mo.advertise_addrs = listen.advertised;
+    mo.sockets_per_peer = cfg.sockets_per_peer;
     mo.listen_port = static_cast<unsigned short>(cfg.port_base == 0 ? 0 : cfg.port_base + o.rank);
     mo.connect_timeout = cfg.connect_timeout;
     mo.socket_buffer_bytes = cfg.socket_buffer_bytes;
     mo.rendezvous = rendezvous.get();
     mo.key_prefix = prefix;
     conns = transport::build_tcp_mesh(rt->reactor->monitor(), mo);
-    MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s)");
+    std::size_t sockets = 0;
+    for (const auto& c : conns) {
+      if (!c)
+        continue;
+      auto* striped = dynamic_cast<const transport::striped_connection*>(c.get());
+      sockets += striped ? striped->stripes() : 1;
+    }
+    MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s) over "
+                           << sockets << " socket(s)");
     p->rendezvous = rendezvous;
   }
   MCCL_LOG(info, "communicator " << o.comm_id << ": " << describe_selection(o.world_size, cfg));

@@ -276,6 +276,12 @@ const setting_def setting_table[] = {
        throw bad_value{};
      cfg.port_base = static_cast<int>(port);
    }},
+  {"MCCL_SOCKETS_PER_PEER", "0", "an integer between 0 and 16 (0 = auto)",
+   "TCP connections per peer, the stream striped across them; 0 (auto): one per address the "
+   "peer listens on. Every rank must use the same value.",
+   [](config& cfg, const std::string& text) {
+     cfg.sockets_per_peer = static_cast<int>(parse_int(text, 0, max_sockets_per_peer));
+   }},
   {"MCCL_CHUNK_BYTES", "1M", "a byte size between 4K and 1G (suffixes K, M, G; e.g. 1M)",
    "Pipelining chunk size; the default comes from MCCL_LINK_PROFILE.",
    [](config& cfg, const std::string& text) {
@@ -598,6 +604,8 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_LISTEN_ADDR") return quoted(cfg.listen_addr);
     if (name == "MCCL_IFNAME") return quoted(cfg.ifname);
     if (name == "MCCL_PORT_BASE") return std::to_string(cfg.port_base);
+    if (name == "MCCL_SOCKETS_PER_PEER")
+      return cfg.sockets_per_peer == 0 ? "0 (auto)" : std::to_string(cfg.sockets_per_peer);
     if (name == "MCCL_CHUNK_BYTES") return format_byte_size(cfg.chunk_bytes);
     if (name == "MCCL_SMALL_MSG_THRESHOLD") return format_byte_size(cfg.small_msg_threshold);
     if (name == "MCCL_INLINE_BYTES") return format_byte_size(cfg.inline_bytes);

@@ -60,6 +60,9 @@ struct setting_info {
 /// Every setting, in a stable order (MCCL_TRANSPORT first, MCCL_JOB_TOKEN last).
 const std::vector<setting_info>& all_settings();
 
+/// Upper bound of MCCL_SOCKETS_PER_PEER (and of the sockets "auto" opens).
+constexpr int max_sockets_per_peer = 16;
+
 /// Fully resolved runtime settings. A default-constructed config holds the
 /// defaults of the default link profile; resolve_config() is the validated
 /// way to build one.
@@ -74,6 +77,9 @@ struct config {
   std::string ifname;
   /// 0 = any free port; else rank r listens on port_base + r.
   int port_base = 0;
+  /// TCP connections per peer; 0 = auto: one per address the peer listens
+  /// on (one when it has one address).
+  int sockets_per_peer = 0;
   /// Pipelining chunk size in bytes; the default comes from the profile.
   std::size_t chunk_bytes = std::size_t{1} << 20;
   /// Ops of at most this many bytes take the latency path.

@@ -31,6 +31,23 @@ bool wait_fd(int fd, bool for_write, clock::time_point deadline) noexcept {
   }
 }
 
+int wait_any_readable(const std::vector<int>& fds, clock::time_point deadline) noexcept {
+  std::vector<pollfd> polled;
+  for (int fd : fds)
+    polled.push_back(pollfd{fd, POLLIN, 0});
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    if (left.count() < 0)
+      return -1;
+    int rc = ::poll(polled.data(), polled.size(), static_cast<int>(std::min<long long>(left.count() + 1, 1000)));
+    if (rc < 0 && errno != EINTR)
+      return 0; // the next accept reports what is wrong
+    for (std::size_t i = 0; rc > 0 && i < polled.size(); ++i)
+      if (polled[i].revents != 0)
+        return static_cast<int>(i);
+  }
+}
+
 std::string write_all(tcp::socket& sock, const void* data, std::size_t len,
                       clock::time_point deadline) {
   auto p = static_cast<const char*>(data);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace mccl::transport {
 
@@ -17,6 +18,10 @@ using tcp = boost::asio::ip::tcp;
 /// Waits until fd is readable (or writable) or the deadline passes.
 /// Returns false on timeout; throws nothing.
 bool wait_fd(int fd, bool for_write, clock::time_point deadline) noexcept;
+
+/// Waits until one of `fds` is readable (or failed) or the deadline passes.
+/// Returns its index, or -1 on timeout; throws nothing.
+int wait_any_readable(const std::vector<int>& fds, clock::time_point deadline) noexcept;
 
 /// Writes all of [data, data+len) on a non-blocking socket before the
 /// deadline. Returns "" on success or a description of the failure.

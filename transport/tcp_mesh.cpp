@@ -18,12 +18,25 @@ constexpr uint32_t max_handshake_payload = 1024;
 
 std::string rank_str(int r) { return "rank " + std::to_string(r); }
 
+/// Which stripe of a peer pair a handshake is for; hello and hello_ack
+/// carry it in header fields the kind leaves free: seq = the sender's
+/// MCCL_SOCKETS_PER_PEER, step = stripes of the pair, chunk = this stripe.
+struct stripe_tag {
+  int setting = 1;
+  int count = 1;
+  int index = 0;
+};
+
 /// Sends one control frame (hello, hello_ack or refuse) with its payload.
 std::string send_control(tcp::socket& s, wire::frame_kind kind, uint32_t comm_id,
-                         const std::vector<uint8_t>& payload, clock::time_point deadline) {
+                         const std::vector<uint8_t>& payload, clock::time_point deadline,
+                         const stripe_tag& tag = {}) {
   wire::frame_header h;
   h.kind = kind;
   h.comm_id = comm_id;
+  h.seq = static_cast<uint64_t>(tag.setting);
+  h.step = static_cast<uint32_t>(tag.count);
+  h.chunk = static_cast<uint32_t>(tag.index);
   h.payload_len = static_cast<uint32_t>(payload.size());
   std::vector<uint8_t> bytes(wire::header_size + payload.size());
   wire::encode_header(h, bytes.data());
@@ -46,61 +59,120 @@ std::string read_control(tcp::socket& s, clock::time_point deadline, wire::frame
   return read_exact(s, payload.data(), payload.size(), deadline);
 }
 
-/// Dials `peer` and runs the dialer's side of the handshake.
-connection_ptr dial(const std::shared_ptr<readiness_monitor>& monitor, const mesh_options& o, int peer,
-                    clock::time_point deadline) {
-  auto ms_left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
-  auto ep_text = o.rendezvous->get(o.key_prefix + "ep/" + std::to_string(peer),
-                                   std::max(ms_left, std::chrono::milliseconds(1)));
-  auto colon = ep_text.rfind(':');
-  if (colon == std::string::npos)
-    throw error(errc::rendezvous_failed, rank_str(peer) + " published a malformed endpoint \""
-                                           + ep_text + "\"");
-  auto host = ep_text.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[')
-    host = host.substr(1, host.size() - 2);
-  tcp::endpoint ep(resolve_host(host, "endpoint of " + rank_str(peer)),
-                   static_cast<unsigned short>(std::stoi(ep_text.substr(colon + 1))));
-  asio::io_context local;
-  tcp::socket s(local);
-  auto err = connect_with_retry(s, ep, deadline);
+/// "10.0.0.1:4000,10.1.0.1:4000" -> its endpoints (at least one).
+std::vector<std::pair<std::string, tcp::endpoint>> parse_endpoints(const std::string& text, int peer) {
+  std::vector<std::pair<std::string, tcp::endpoint>> out;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    auto end = std::min(text.find(',', begin), text.size());
+    auto item = text.substr(begin, end - begin);
+    begin = end + 1;
+    auto colon = item.rfind(':');
+    if (colon == std::string::npos || colon + 1 == item.size())
+      throw error(errc::rendezvous_failed, rank_str(peer) + " published a malformed endpoint \""
+                                             + text + "\"");
+    auto host = item.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[')
+      host = host.substr(1, host.size() - 2);
+    out.emplace_back(item, tcp::endpoint(resolve_host(host, "endpoint of " + rank_str(peer)),
+                                         static_cast<unsigned short>(std::stoi(item.substr(colon + 1)))));
+  }
+  return out;
+}
+
+/// One stripe's socket, connected and through the handshake.
+struct handshaken {
+  std::unique_ptr<tcp::socket> socket;
+  std::string name; ///< the remote endpoint, "10.0.0.2:4000"
+};
+
+/// The connection over a pair's sockets: plain TCP for one, striped for more.
+connection_ptr make_connection(const std::shared_ptr<readiness_monitor>& monitor, const mesh_options& o,
+                               int peer, std::vector<handshaken> stripes) {
+  if (stripes.size() == 1)
+    return std::make_shared<tcp_connection>(monitor, std::move(*stripes[0].socket),
+                                            rank_str(peer) + " at " + stripes[0].name);
+  std::vector<stripe_socket> fds;
+  for (auto& s : stripes) {
+    s.socket->non_blocking(true);
+    fds.push_back({s.socket->release(), s.name});
+  }
+  auto description = rank_str(peer) + " at " + fds[0].name + " (" + std::to_string(fds.size())
+                     + " sockets)";
+  return std::make_shared<striped_connection>(monitor, std::move(fds), std::move(description),
+                                              o.stripe_segment_bytes);
+}
+
+/// Dials stripe `tag.index` of the pair with `peer` at `ep` and runs the
+/// dialer's side of the handshake.
+handshaken dial_stripe(const mesh_options& o, int peer, const std::string& ep_text, const tcp::endpoint& ep,
+                       const stripe_tag& tag, asio::io_context& io, clock::time_point deadline) {
+  auto s = std::make_unique<tcp::socket>(io);
+  auto where = rank_str(peer) + " at " + ep_text
+               + (tag.count > 1 ? " (stripe " + std::to_string(tag.index) + " of "
+                                    + std::to_string(tag.count) + ")"
+                                : "");
+  auto err = connect_with_retry(*s, ep, deadline);
   if (!err.empty())
     throw error(errc::connect_failed,
-                rank_str(o.rank) + " could not connect to " + rank_str(peer) + " at " + ep_text
+                rank_str(o.rank) + " could not connect to " + where
                   + " within MCCL_CONNECT_TIMEOUT_MS=" + std::to_string(o.connect_timeout.count())
                   + ": " + err);
-  tune_socket(s, o.socket_buffer_bytes);
+  tune_socket(*s, o.socket_buffer_bytes);
   wire::hello hi{static_cast<uint32_t>(o.rank), static_cast<uint32_t>(peer),
                  static_cast<uint32_t>(o.world), o.token};
-  err = send_control(s, wire::frame_kind::hello, o.comm_id, wire::encode_hello(hi), deadline);
+  err = send_control(*s, wire::frame_kind::hello, o.comm_id, wire::encode_hello(hi), deadline, tag);
   wire::frame_header h;
   std::vector<uint8_t> payload;
   if (err.empty())
-    err = read_control(s, deadline, h, payload);
+    err = read_control(*s, deadline, h, payload);
   if (!err.empty())
-    throw error(errc::connect_failed, "handshake with " + rank_str(peer) + " at " + ep_text
-                                        + " failed: " + err);
+    throw error(errc::connect_failed, "handshake with " + where + " failed: " + err);
   if (h.kind == wire::frame_kind::refuse) {
     std::string why;
     auto text = wire::decode_text(payload.data(), payload.size(), &why);
-    throw error(errc::handshake_refused, rank_str(peer) + " at " + ep_text
-                                           + " refused the connection from " + rank_str(o.rank)
+    throw error(errc::handshake_refused, where + " refused the connection from " + rank_str(o.rank)
                                            + ": " + (text ? *text : why));
   }
   std::string why;
   auto ack = wire::decode_hello(payload.data(), payload.size(), &why);
   if (h.kind != wire::frame_kind::hello_ack || h.comm_id != o.comm_id || !ack
-      || ack->from_rank != static_cast<uint32_t>(peer) || ack->token != o.token)
-    throw error(errc::handshake_refused, "unexpected handshake reply from " + rank_str(peer)
-                                           + " at " + ep_text + " ("
+      || ack->from_rank != static_cast<uint32_t>(peer) || ack->token != o.token
+      || h.chunk != static_cast<uint32_t>(tag.index))
+    throw error(errc::handshake_refused, "unexpected handshake reply from " + where + " ("
                                            + wire::to_string(h.kind) + (why.empty() ? "" : ": " + why) + ")");
-  return std::make_shared<tcp_connection>(monitor, std::move(s), rank_str(peer) + " at " + ep_text);
+  return {std::move(s), ep_text};
 }
+
+/// Dials every stripe of the pair with `peer`.
+connection_ptr dial(const std::shared_ptr<readiness_monitor>& monitor, const mesh_options& o, int peer,
+                    asio::io_context& io, clock::time_point deadline) {
+  auto ms_left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+  auto eps = parse_endpoints(o.rendezvous->get(o.key_prefix + "ep/" + std::to_string(peer),
+                                               std::max(ms_left, std::chrono::milliseconds(1))),
+                             peer);
+  int count = stripes_for_pair(o.sockets_per_peer, eps.size());
+  std::vector<handshaken> stripes;
+  for (int i = 0; i < count; ++i) {
+    const auto& [text, ep] = eps[static_cast<std::size_t>(i) % eps.size()];
+    stripes.push_back(dial_stripe(o, peer, text, ep, stripe_tag{o.sockets_per_peer, count, i}, io, deadline));
+  }
+  if (count > 1)
+    MCCL_LOG(debug, rank_str(o.rank) << ": " << count << " sockets to " << rank_str(peer));
+  return make_connection(monitor, o, peer, std::move(stripes));
+}
+
+/// The stripes of one higher rank's pair that have arrived so far.
+struct arriving {
+  int count = 0;
+  std::vector<handshaken> stripes; ///< by stripe index; empty socket = not yet
+  int have = 0;
+};
 
 /// Checks an incoming hello; returns "" to accept it or why it is refused.
 std::string vet_hello(const mesh_options& o, const wire::frame_header& h,
                       const std::vector<uint8_t>& payload, const std::vector<connection_ptr>& conns,
-                      wire::hello& out) {
+                      const std::vector<arriving>& partial, wire::hello& out) {
   if (h.kind != wire::frame_kind::hello)
     return std::string("expected a hello frame, got ") + wire::to_string(h.kind);
   if (h.comm_id != o.comm_id)
@@ -124,94 +196,156 @@ std::string vet_hello(const mesh_options& o, const wire::frame_header& h,
   if (hi->from_rank <= static_cast<uint32_t>(o.rank))
     return "rank " + std::to_string(hi->from_rank) + " must not dial rank "
            + std::to_string(o.rank) + " (lower ranks are dialled by higher ones)";
+  auto from = rank_str(static_cast<int>(hi->from_rank));
+  if (h.seq != static_cast<uint64_t>(o.sockets_per_peer))
+    return from + " uses MCCL_SOCKETS_PER_PEER=" + std::to_string(h.seq) + ", " + rank_str(o.rank)
+           + " uses " + std::to_string(o.sockets_per_peer) + ": set the same value on every rank";
+  if (h.step < 1 || h.step > static_cast<uint32_t>(max_stripes) || h.chunk >= h.step)
+    return "stripe " + std::to_string(h.chunk) + " of " + std::to_string(h.step)
+           + " is outside 1.." + std::to_string(max_stripes) + " sockets";
   if (conns[hi->from_rank])
-    return "duplicate connection from rank " + std::to_string(hi->from_rank);
+    return "duplicate connection from " + from;
+  const auto& a = partial[hi->from_rank];
+  if (a.count != 0 && a.count != static_cast<int>(h.step))
+    return from + " announced " + std::to_string(h.step) + " sockets, earlier "
+           + std::to_string(a.count);
+  if (a.count != 0 && a.stripes[h.chunk].socket)
+    return "duplicate connection from " + from + " for stripe " + std::to_string(h.chunk);
   out = *hi;
   return {};
 }
 
+/// One listening socket per address, all on the same port where possible
+/// (one port to open in a firewall); returns what peers should dial.
+std::string listen_everywhere(const mesh_options& o, asio::io_context& io,
+                              std::vector<std::unique_ptr<tcp::acceptor>>& acceptors) {
+  std::string published;
+  unsigned short port = o.listen_port;
+  for (std::size_t i = 0; i < o.listen_addrs.size(); ++i) {
+    tcp::endpoint want(o.listen_addrs[i], port);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto a = std::make_unique<tcp::acceptor>(io);
+      boost::system::error_code ec;
+      a->open(want.protocol(), ec);
+      if (!ec)
+        a->set_option(tcp::acceptor::reuse_address(true), ec);
+      if (!ec)
+        a->bind(want, ec);
+      if (!ec)
+        a->listen(asio::socket_base::max_listen_connections, ec);
+      if (!ec)
+        a->non_blocking(true, ec);
+      if (ec && attempt == 0 && i > 0 && o.listen_port == 0) {
+        want.port(0); // the first address's free port is taken here: any will do
+        continue;
+      }
+      if (ec)
+        throw error(errc::connect_failed,
+                    rank_str(o.rank) + " cannot listen on " + to_string(want) + ": " + ec.message()
+                      + (o.listen_port != 0 ? " (port from MCCL_PORT_BASE + rank; pick another "
+                                              "MCCL_PORT_BASE or 0 for any free port)"
+                                            : ""));
+      auto bound = a->local_endpoint();
+      if (i == 0)
+        port = bound.port();
+      if (i < o.advertise_addrs.size() && !o.advertise_addrs[i].is_unspecified())
+        bound.address(o.advertise_addrs[i]);
+      published += (published.empty() ? "" : ",") + to_string(bound);
+      acceptors.push_back(std::move(a));
+      break;
+    }
+  }
+  return published;
+}
+
 } // namespace
+
+int stripes_for_pair(int setting, std::size_t peer_addresses) {
+  if (setting > 0)
+    return std::min(setting, max_stripes);
+  return static_cast<int>(std::clamp<std::size_t>(peer_addresses, 1, max_stripes));
+}
 
 std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monitor>& monitor,
                                            const mesh_options& o) {
   if (!o.rendezvous)
     throw error(errc::invalid_argument, "build_tcp_mesh: no rendezvous store");
+  if (o.listen_addrs.empty())
+    throw error(errc::invalid_argument, "build_tcp_mesh: no listen address");
   auto deadline = clock::now() + o.connect_timeout;
   std::vector<connection_ptr> conns(static_cast<std::size_t>(o.world));
 
   asio::io_context local;
-  tcp::acceptor acceptor(local);
-  tcp::endpoint want(o.listen_addr, o.listen_port);
-  boost::system::error_code ec;
-  acceptor.open(want.protocol(), ec);
-  if (!ec)
-    acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec)
-    acceptor.bind(want, ec);
-  if (!ec)
-    acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (!ec)
-    acceptor.non_blocking(true, ec);
-  if (ec)
-    throw error(errc::connect_failed,
-                rank_str(o.rank) + " cannot listen on " + to_string(want) + ": " + ec.message()
-                  + (o.listen_port != 0 ? " (port from MCCL_PORT_BASE + rank; pick another "
-                                          "MCCL_PORT_BASE or 0 for any free port)"
-                                        : ""));
-  auto bound = acceptor.local_endpoint();
-  if (!o.advertise_addr.is_unspecified())
-    bound.address(o.advertise_addr);
-  o.rendezvous->set(o.key_prefix + "ep/" + std::to_string(o.rank), to_string(bound));
-  MCCL_LOG(debug, rank_str(o.rank) << " listening on " << to_string(bound));
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+  auto published = listen_everywhere(o, local, acceptors);
+  o.rendezvous->set(o.key_prefix + "ep/" + std::to_string(o.rank), published);
+  MCCL_LOG(debug, rank_str(o.rank) << " listening on " << published);
 
   // Lower ranks first: a rank accepts only after its own dials, and rank 0
   // dials nobody, so by induction every dial is eventually answered.
   for (int peer = 0; peer < o.rank; ++peer)
-    conns[peer] = dial(monitor, o, peer, deadline);
+    conns[peer] = dial(monitor, o, peer, local, deadline);
 
+  std::vector<int> listening;
+  for (auto& a : acceptors)
+    listening.push_back(a->native_handle());
+  std::vector<arriving> partial(static_cast<std::size_t>(o.world));
   int expected = o.world - 1 - o.rank;
   while (expected > 0) {
-    if (!wait_fd(acceptor.native_handle(), false, deadline)) {
+    int ready = wait_any_readable(listening, deadline);
+    if (ready < 0) {
       std::string missing;
       for (int r = o.rank + 1; r < o.world; ++r)
         if (!conns[r])
-          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r)
+                     + (partial[r].have > 0 ? " (" + std::to_string(partial[r].have) + " of "
+                                                + std::to_string(partial[r].count) + " sockets)"
+                                            : "");
       throw error(errc::connect_failed,
-                  rank_str(o.rank) + " at " + to_string(bound) + " timed out after "
+                  rank_str(o.rank) + " at " + published + " timed out after "
                     "MCCL_CONNECT_TIMEOUT_MS=" + std::to_string(o.connect_timeout.count())
                     + " waiting for rank(s) " + missing + " to connect");
     }
-    tcp::socket s(local);
-    acceptor.accept(s, ec);
+    auto s = std::make_unique<tcp::socket>(local);
+    boost::system::error_code ec;
+    acceptors[static_cast<std::size_t>(ready)]->accept(*s, ec);
     if (ec)
       continue; // would_block after a spurious wake-up, or an aborted connection
-    s.non_blocking(true, ec);
-    auto remote = s.remote_endpoint(ec);
+    s->non_blocking(true, ec);
+    auto remote = s->remote_endpoint(ec);
     // A silent stray connection may hold us up for at most this long.
     auto hello_deadline = std::min(deadline, clock::now() + std::chrono::seconds(5));
     wire::frame_header h;
     std::vector<uint8_t> payload;
-    auto err = read_control(s, hello_deadline, h, payload);
+    auto err = read_control(*s, hello_deadline, h, payload);
     wire::hello hi;
     if (err.empty())
-      err = vet_hello(o, h, payload, conns, hi);
+      err = vet_hello(o, h, payload, conns, partial, hi);
     if (!err.empty()) {
       MCCL_LOG(warn, rank_str(o.rank) << " refused a connection from " << to_string(remote)
                                       << ": " << err);
-      send_control(s, wire::frame_kind::refuse, o.comm_id, wire::encode_text(err),
+      send_control(*s, wire::frame_kind::refuse, o.comm_id, wire::encode_text(err),
                    std::min(deadline, clock::now() + std::chrono::milliseconds(200)));
       continue;
     }
-    tune_socket(s, o.socket_buffer_bytes);
+    tune_socket(*s, o.socket_buffer_bytes);
     wire::hello ack{static_cast<uint32_t>(o.rank), hi.from_rank, static_cast<uint32_t>(o.world),
                     o.token};
-    err = send_control(s, wire::frame_kind::hello_ack, o.comm_id, wire::encode_hello(ack), deadline);
+    stripe_tag tag{o.sockets_per_peer, static_cast<int>(h.step), static_cast<int>(h.chunk)};
+    err = send_control(*s, wire::frame_kind::hello_ack, o.comm_id, wire::encode_hello(ack), deadline, tag);
     if (!err.empty()) {
       MCCL_LOG(warn, rank_str(o.rank) << ": handshake with rank " << hi.from_rank << " failed: " << err);
       continue;
     }
-    conns[hi.from_rank] = std::make_shared<tcp_connection>(
-      monitor, std::move(s), rank_str(static_cast<int>(hi.from_rank)) + " at " + to_string(remote));
+    auto& a = partial[hi.from_rank];
+    if (a.count == 0) {
+      a.count = tag.count;
+      a.stripes.resize(static_cast<std::size_t>(tag.count));
+    }
+    a.stripes[h.chunk] = handshaken{std::move(s), to_string(remote)};
+    if (++a.have < a.count)
+      continue;
+    conns[hi.from_rank] = make_connection(monitor, o, static_cast<int>(hi.from_rank), std::move(a.stripes));
     --expected;
   }
   return conns;

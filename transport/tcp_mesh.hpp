@@ -5,6 +5,13 @@
 /// (protocol version, job token, communicator id, both ranks, world size);
 /// anything else is refused with a logged reason and does not count.
 ///
+/// Several sockets per peer: a rank listens on every address it was given
+/// and publishes them all. Between two ranks the dialer opens `stripes`
+/// connections (MCCL_SOCKETS_PER_PEER, or with 0 one per address the peer
+/// published), stripe s to the peer's address s mod its address count; each
+/// hello names its stripe, and the pair becomes one striped_connection. One
+/// stripe is a plain tcp_connection, exactly as without striping.
+///
 /// Blocking: runs in the caller's thread while the communicator is created,
 /// bounded by connect_timeout as a whole.
 
@@ -12,6 +19,7 @@
 #include "transport/store.hpp"
 
 #include "transport/readiness.hpp"
+#include "transport/striped_connection.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -28,15 +36,27 @@ struct mesh_options {
   int world = 1;
   uint32_t comm_id = 0;
   std::string token;
-  boost::asio::ip::address listen_addr;
-  /// What peers are told to dial (listen_addr unless that is 0.0.0.0 / ::).
-  boost::asio::ip::address advertise_addr;
-  unsigned short listen_port = 0; ///< 0 = any free port
+  /// Where to listen: at least one address.
+  std::vector<boost::asio::ip::address> listen_addrs;
+  /// What peers are told to dial, one per listen address (the listen
+  /// address unless that is 0.0.0.0 / ::).
+  std::vector<boost::asio::ip::address> advertise_addrs;
+  unsigned short listen_port = 0; ///< 0 = any free port (the same one on every address if free)
+  /// MCCL_SOCKETS_PER_PEER: sockets per peer, 0 = one per peer address.
+  /// Every rank must use the same value; a mismatch is refused.
+  int sockets_per_peer = 1;
+  std::size_t stripe_segment_bytes = default_stripe_segment_bytes;
   std::chrono::milliseconds connect_timeout{30000};
   std::size_t socket_buffer_bytes = 0;
   store* rendezvous = nullptr;
   std::string key_prefix; ///< e.g. "mccl/0/": keys are <prefix>ep/<rank>
 };
+
+/// Sockets between two ranks: `setting` (MCCL_SOCKETS_PER_PEER) when it is
+/// not 0, else one per address the listening peer published, at most
+/// max_stripes.
+int stripes_for_pair(int setting, std::size_t peer_addresses);
+constexpr int max_stripes = 16;
 
 /// Connections indexed by peer rank (null at the caller's own rank), woken
 /// through `monitor`. Throws mccl::error naming the rank and address it could not

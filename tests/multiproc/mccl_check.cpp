@@ -9,6 +9,9 @@
 //   mccl_check barrier               nobody leaves before everybody entered
 //   mccl_check stress COUNT          allreduce in a loop until an op fails;
 //                                    prints "op failed after N ms: <error>"
+//   mccl_check striped COUNT...      allreduce, broadcast and ops as above, then
+//                                    small allreduces that must run inline at
+//                                    least once (for several sockets per peer)
 //   mccl_check finalize-alone        rank 1 exits at once; rank 0 waits until
 //                                    the link is gone, then finalizes
 //
@@ -243,6 +246,37 @@ int run_ops(mccl::communicator& comm, const std::vector<std::size_t>& counts) {
   return failures ? 1 : 0;
 }
 
+/// Every collective, then small allreduces: with nothing else in flight at
+/// least one of them must take the inline path (the caller's thread polls
+/// the connections itself), whatever the connections are made of.
+int run_striped(mccl::communicator& comm, const std::vector<std::size_t>& counts) {
+  int rc = run_allreduce(comm, counts);
+  rc |= run_broadcast(comm, counts);
+  rc |= run_ops(comm, counts);
+  if (comm.size() < 2)
+    return rc;
+  constexpr int rounds = 50;
+  int inline_runs = 0;
+  for (int i = 0; i < rounds; ++i) {
+    std::vector<float> v(16, float(comm.rank()));
+    auto work = comm.allreduce(v.data(), v.size(), mccl::dtype::float32, mccl::redop::sum);
+    work.wait();
+    inline_runs += work.metrics().inline_run;
+    float want = float(comm.size() * (comm.size() - 1) / 2);
+    if (v[0] != want || v[15] != want) {
+      std::fprintf(stderr, "rank %d: small allreduce %d gave %g, expected %g\n", comm.rank(), i,
+                   double(v[0]), double(want));
+      rc = 1;
+    }
+  }
+  std::printf("rank %d: inline: %d of %d small allreduces\n", comm.rank(), inline_runs, rounds);
+  if (inline_runs == 0) {
+    std::fprintf(stderr, "rank %d: no small allreduce ran inline\n", comm.rank());
+    rc = 1;
+  }
+  return rc;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -262,6 +296,7 @@ int main(int argc, char** argv) {
     else if (mode == "broadcast") rc = run_broadcast(comm, counts);
     else if (mode == "barrier") rc = run_barrier(comm);
     else if (mode == "ops") rc = run_ops(comm, counts);
+    else if (mode == "striped") rc = run_striped(comm, counts);
     else if (mode == "stress") rc = run_stress(comm, counts.empty() ? (1u << 22) : counts[0]);
     else if (mode == "finalize-alone") rc = run_finalize_alone(comm);
     else std::fprintf(stderr, "mccl_check: unknown mode %s\n", mode.c_str());

@@ -56,7 +56,7 @@ int auto_worker_threads() {
 
 const std::vector<std::string> expected_names = {
   "MCCL_TRANSPORT",      "MCCL_LOG_LEVEL",     "MCCL_LISTEN_ADDR",  "MCCL_IFNAME",
-  "MCCL_PORT_BASE",      "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_ALGO",
+  "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_ALGO",
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
   "MCCL_HEARTBEAT_MS",   "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
   "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_JOB_TOKEN",
@@ -83,6 +83,7 @@ TEST(ConfigSettings, DocumentedDefaults) {
   EXPECT_EQ(info_of("MCCL_LISTEN_ADDR").default_value, "");
   EXPECT_EQ(info_of("MCCL_IFNAME").default_value, "");
   EXPECT_EQ(info_of("MCCL_PORT_BASE").default_value, "0");
+  EXPECT_EQ(info_of("MCCL_SOCKETS_PER_PEER").default_value, "0");
   EXPECT_EQ(info_of("MCCL_CHUNK_BYTES").default_value, "1M");
   EXPECT_EQ(info_of("MCCL_SMALL_MSG_THRESHOLD").default_value, "64K");
   EXPECT_EQ(info_of("MCCL_ALGO").default_value, "");
@@ -111,6 +112,7 @@ TEST(ConfigSettings, DocumentedDefaultsRoundTripThroughEnvironment) {
   EXPECT_EQ(from_env.listen_addr, from_defaults.listen_addr);
   EXPECT_EQ(from_env.ifname, from_defaults.ifname);
   EXPECT_EQ(from_env.port_base, from_defaults.port_base);
+  EXPECT_EQ(from_env.sockets_per_peer, from_defaults.sockets_per_peer);
   EXPECT_EQ(from_env.chunk_bytes, from_defaults.chunk_bytes);
   EXPECT_EQ(from_env.small_msg_threshold, from_defaults.small_msg_threshold);
   EXPECT_TRUE(from_env.algo.empty());
@@ -241,6 +243,9 @@ TEST(ConfigEnv, PortBase) {
   EXPECT_EQ(resolve_env({{"MCCL_PORT_BASE", "1024"}}).port_base, 1024);
   EXPECT_EQ(resolve_env({{"MCCL_PORT_BASE", "29500"}}).port_base, 29500);
   EXPECT_EQ(resolve_env({{"MCCL_PORT_BASE", "65535"}}).port_base, 65535);
+  EXPECT_EQ(resolve_env({}).sockets_per_peer, 0);
+  EXPECT_EQ(resolve_env({{"MCCL_SOCKETS_PER_PEER", "1"}}).sockets_per_peer, 1);
+  EXPECT_EQ(resolve_env({{"MCCL_SOCKETS_PER_PEER", "16"}}).sockets_per_peer, 16);
 }
 
 TEST(ConfigEnv, ChunkBytes) {
@@ -333,7 +338,7 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_COMPRESSION", "none"},       {"MCCL_TOPK_RATIO", "0.01"},
     {"MCCL_WORKER_THREADS", "3"},       {"MCCL_SPIN_US", "10"},
     {"MCCL_JOB_TOKEN", "abc"},          {"MCCL_ALGO", "broadcast=tree"},
-    {"MCCL_INLINE_BYTES", "4K"},
+    {"MCCL_INLINE_BYTES", "4K"},        {"MCCL_SOCKETS_PER_PEER", "3"},
   };
   auto cfg = resolve_env(env);
   EXPECT_EQ(cfg.transport, transport_kind::tcp);
@@ -341,6 +346,7 @@ TEST(ConfigEnv, AllAtOnce) {
   EXPECT_EQ(cfg.listen_addr, "127.0.0.1");
   EXPECT_EQ(cfg.ifname, "^lo");
   EXPECT_EQ(cfg.port_base, 40000);
+  EXPECT_EQ(cfg.sockets_per_peer, 3);
   EXPECT_EQ(cfg.chunk_bytes, 256u << 10);
   EXPECT_EQ(cfg.small_msg_threshold, 8u << 10);
   EXPECT_EQ(cfg.inline_bytes, 4u << 10);
@@ -391,6 +397,9 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_IFNAME", "eth 0"},
   {"MCCL_IFNAME", "eth/0"},
   {"MCCL_IFNAME", "^^lo"},
+  {"MCCL_SOCKETS_PER_PEER", "17"},
+  {"MCCL_SOCKETS_PER_PEER", "-1"},
+  {"MCCL_SOCKETS_PER_PEER", "two"},
   {"MCCL_PORT_BASE", "80"},
   {"MCCL_PORT_BASE", "1023"},
   {"MCCL_PORT_BASE", "65536"},
