@@ -20,6 +20,9 @@ factory_fn make_allreduce_ring;
 /// Step programs (collectives/program.hpp) run by the step executor.
 factory_fn make_allreduce_rd;
 factory_fn make_allreduce_rabenseifner;
+/// Half the vector round the ring each way, so both directions of every
+/// link carry data (a step program).
+factory_fn make_allreduce_bidir_ring;
 
 // broadcast
 /// Down a binomial tree (latency) or a pipelined chain (bandwidth).
@@ -33,6 +36,7 @@ factory_fn make_reduce_tree;
 factory_fn make_reduce_ring;
 factory_fn make_allgather_ring;
 factory_fn make_allgather_rd;
+factory_fn make_allgather_bidir_ring;
 factory_fn make_reduce_scatter_ring;
 factory_fn make_reduce_scatter_rd;
 

@@ -317,6 +317,81 @@ program ring_allgather(int rank, int world) {
   return prog;
 }
 
+namespace {
+
+// Both rings of a bidirectional program. The counter-clockwise ring is the
+// clockwise program of the mirrored rank world - 1 - rank, with its peers
+// mirrored back; `even_block` / `odd_block` place each ring's blocks in the
+// shared block numbering. Per step the clockwise transfers come first; where
+// both rings use one pair in one direction (world 2) their blocks travel
+// as maximal ranges, as every program's transfers do.
+template <class Build, class EvenBlock, class OddBlock>
+program bidirectional(int rank, int world, Build build, EvenBlock even_block, OddBlock odd_block) {
+  auto cw = build(rank);
+  auto ccw = build(world - 1 - rank);
+  program prog;
+  prog.blocks = 2 * cw.blocks;
+  auto steps = std::max(cw.steps.size(), ccw.steps.size());
+  for (std::size_t s = 0; s < steps; ++s) {
+    struct group {
+      xfer_kind kind;
+      int peer;
+      std::vector<int> blocks;
+    };
+    std::vector<group> groups; // in order of first appearance
+    auto take = [&](const program& ring, bool mirrored, auto block_of) {
+      if (s >= ring.steps.size())
+        return;
+      for (const auto& x : ring.steps[s].xfers) {
+        int peer = mirrored ? world - 1 - x.peer : x.peer;
+        auto g = std::find_if(groups.begin(), groups.end(),
+                              [&](const group& g) { return g.kind == x.kind && g.peer == peer; });
+        if (g == groups.end())
+          g = groups.insert(groups.end(), group{x.kind, peer, {}});
+        for (int b = x.first_block; b < x.first_block + x.block_count; ++b)
+          g->blocks.push_back(block_of(b));
+      }
+    };
+    take(cw, false, even_block);
+    take(ccw, true, odd_block);
+    for (const auto& g : groups)
+      add_spans(prog, static_cast<int>(s), g.kind, g.peer, spans_of(g.blocks));
+  }
+  pad(prog, static_cast<int>(steps));
+  for (int b : cw.initial_blocks)
+    prog.initial_blocks.push_back(even_block(b));
+  for (int b : ccw.initial_blocks)
+    prog.initial_blocks.push_back(odd_block(b));
+  std::sort(prog.initial_blocks.begin(), prog.initial_blocks.end());
+  prog.result_blocks = all_blocks(prog.blocks);
+  return prog;
+}
+
+} // namespace
+
+program bidir_ring_allreduce(int rank, int world) {
+  check_rank("bidir_ring_allreduce", rank, world);
+  auto ring = [world](int r) {
+    program p;
+    p.blocks = world;
+    p.initial_blocks = all_blocks(world);
+    ring_reduce_scatter_steps(p, r, world);
+    ring_allgather_steps(p, r, world, world - 1);
+    return p;
+  };
+  return bidirectional(rank, world, ring, [](int b) { return 2 * b; },
+                       [](int b) { return 2 * b + 1; });
+}
+
+program bidir_ring_allgather(int rank, int world) {
+  check_rank("bidir_ring_allgather", rank, world);
+  // The mirrored ring's block b' is mirrored rank b''s data: rank
+  // world - 1 - b', whose second half is block 2 (world - 1 - b') + 1.
+  return bidirectional(rank, world, [world](int r) { return ring_allgather(r, world); },
+                       [](int b) { return 2 * b; },
+                       [world](int b) { return 2 * (world - 1 - b) + 1; });
+}
+
 program rd_allgather(int rank, int world) {
   check_rank("rd_allgather", rank, world);
   folding f(world);

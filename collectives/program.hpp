@@ -104,6 +104,13 @@ program rd_allreduce(int rank, int world);
 /// i owns block i after the halving. 2 * log2(p) steps, + 2 when folding.
 program rabenseifner_allreduce(int rank, int world);
 
+/// Bidirectional ring: half the vector runs the ring allreduce clockwise
+/// (to rank + 1), the other half counter-clockwise (to rank - 1), in the
+/// same steps, so both directions of every link carry data. 2 * world
+/// blocks: the even ones go clockwise, the odd ones the other way.
+/// 2 * (world - 1) steps of four transfers.
+program bidir_ring_allreduce(int rank, int world);
+
 // ---- allgather --------------------------------------------------------------
 // Block b is rank b's data (world blocks). Rank r starts with block r and
 // ends with all blocks.
@@ -111,6 +118,12 @@ program rabenseifner_allreduce(int rank, int world);
 /// Ring: world - 1 steps; step s sends block (rank - s) mod w to rank + 1
 /// and receives block (rank - s - 1) mod w from rank - 1.
 program ring_allgather(int rank, int world);
+
+/// Bidirectional ring: each rank's data is two blocks, 2 * rank (sent
+/// clockwise) and 2 * rank + 1 (counter-clockwise); 2 * world blocks in
+/// all, world - 1 steps of four transfers. Rank r starts with blocks 2r and
+/// 2r + 1 and ends with all of them.
+program bidir_ring_allgather(int rank, int world);
 
 /// Recursive doubling (any world, folding as in rd_allreduce: ranks >= p
 /// first send their block to rank - p and receive every block at the end).

@@ -93,6 +93,26 @@ std::unique_ptr<algorithm> allgather(collective_io& io, const collective_args& a
   return run(io, a, std::move(p), std::move(b), name);
 }
 
+/// allgather(v) over a bidirectional ring: each rank's part of the output
+/// is two blocks, its first half travelling clockwise, its second half
+/// counter-clockwise.
+std::unique_ptr<algorithm> allgather_halves(collective_io& io, const collective_args& a,
+                                            sched::program p, const char* name) {
+  const auto& op = a.op;
+  program_buffers b;
+  b.work = bytes_of(op.recv);
+  for (auto part : per_rank(op, a.world)) {
+    auto first = part.count / 2;
+    b.block_elems.push_back({part.begin, first});
+    b.block_elems.push_back({part.begin + first, part.count - first});
+  }
+  auto mine = per_rank(op, a.world)[static_cast<std::size_t>(a.rank)];
+  b.source = bytes_of(op.send) == b.work + mine.begin * op.elem_size() ? nullptr : bytes_of(op.send);
+  b.source_begin = mine.begin;
+  b.source_count = mine.count;
+  return run(io, a, std::move(p), std::move(b), name);
+}
+
 /// reduce to root: the root reduces into its output, the others in scratch.
 std::unique_ptr<algorithm> reduce(collective_io& io, const collective_args& a, sched::program p,
                                   const char* name) {
@@ -122,6 +142,10 @@ std::unique_ptr<algorithm> make_allreduce_rabenseifner(collective_io& io, const 
   return allreduce(io, a, sched::rabenseifner_allreduce(a.rank, a.world), "rabenseifner");
 }
 
+std::unique_ptr<algorithm> make_allreduce_bidir_ring(collective_io& io, const collective_args& a) {
+  return allreduce(io, a, sched::bidir_ring_allreduce(a.rank, a.world), "bidirectional ring");
+}
+
 std::unique_ptr<algorithm> make_reduce_scatter_ring(collective_io& io, const collective_args& a) {
   return reduce_scatter(io, a, sched::ring_reduce_scatter(a.rank, a.world), "ring reduce-scatter");
 }
@@ -133,6 +157,11 @@ std::unique_ptr<algorithm> make_reduce_scatter_rd(collective_io& io, const colle
 
 std::unique_ptr<algorithm> make_allgather_ring(collective_io& io, const collective_args& a) {
   return allgather(io, a, sched::ring_allgather(a.rank, a.world), "ring allgather");
+}
+
+std::unique_ptr<algorithm> make_allgather_bidir_ring(collective_io& io, const collective_args& a) {
+  return allgather_halves(io, a, sched::bidir_ring_allgather(a.rank, a.world),
+                          "bidirectional ring allgather");
 }
 
 std::unique_ptr<algorithm> make_allgather_rd(collective_io& io, const collective_args& a) {

@@ -67,6 +67,7 @@ void register_builtin_algorithms() {
     register_algorithm(op_kind::allreduce, "ring", make_allreduce_ring);
     register_algorithm(op_kind::allreduce, "rd", make_allreduce_rd);
     register_algorithm(op_kind::allreduce, "rabenseifner", make_allreduce_rabenseifner);
+    register_algorithm(op_kind::allreduce, "bidir_ring", make_allreduce_bidir_ring);
     register_algorithm(op_kind::broadcast, "tree", make_broadcast_tree);
     register_algorithm(op_kind::broadcast, "chain", make_broadcast_chain);
     register_algorithm(op_kind::broadcast, "scatter_allgather", make_broadcast_scatter_allgather);
@@ -74,6 +75,7 @@ void register_builtin_algorithms() {
     register_algorithm(op_kind::reduce, "ring", make_reduce_ring);
     register_algorithm(op_kind::allgather, "ring", make_allgather_ring);
     register_algorithm(op_kind::allgather, "rd", make_allgather_rd);
+    register_algorithm(op_kind::allgather, "bidir_ring", make_allgather_bidir_ring);
     register_algorithm(op_kind::reduce_scatter, "ring", make_reduce_scatter_ring);
     register_algorithm(op_kind::reduce_scatter, "rd", make_reduce_scatter_rd);
     register_algorithm(op_kind::gather, "linear", make_gather_linear);

@@ -537,6 +537,7 @@ const algo_config configs[] = {
   {"rabenseifner", "allreduce=rabenseifner;broadcast=scatter_allgather", true},
   {"oneshot", "allreduce=oneshot", false},
   {"direct", "allreduce=direct", false},
+  {"bidir_ring", "allreduce=bidir_ring;allgather=bidir_ring", true},
 };
 
 class Conformance : public ::testing::TestWithParam<std::tuple<int, int>> {};
@@ -557,7 +558,7 @@ TEST_P(Conformance, MatchesTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryWorldAndAlgorithm, Conformance,
-                         ::testing::Combine(::testing::Range(1, 9), ::testing::Range(0, 6)),
+                         ::testing::Combine(::testing::Range(1, 9), ::testing::Range(0, 7)),
                          [](const auto& info) {
                            return "world" + std::to_string(std::get<0>(info.param)) + "_"
                                   + configs[std::get<1>(info.param)].name;

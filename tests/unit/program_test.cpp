@@ -308,6 +308,31 @@ TEST(program, rabenseifner_allreduce_for_every_world) {
   }
 }
 
+// The simulator tracks at most 64 blocks: 2 * world of them here.
+constexpr int max_bidir_world = 32;
+
+TEST(program, bidir_ring_allreduce_for_every_world) {
+  for (int w = 1; w <= max_bidir_world; ++w) {
+    int steps = 2 * (w - 1);
+    collective c{w, payload::reduction, steps, all_of(2 * w), all_of(2 * w), fully_reduced(w)};
+    ASSERT_TRUE(run([w](int r) { return bidir_ring_allreduce(r, w); }, c)) << "w=" << w;
+    // Every step sends one block each way round the ring.
+    for (int r = 0; r < w; ++r) {
+      auto prog = bidir_ring_allreduce(r, w);
+      for (const auto& st : prog.steps) {
+        int to_next = 0, to_prev = 0; // even blocks clockwise, odd ones back
+        for (const auto& x : st.xfers)
+          for (int b = x.first_block; x.kind == xfer_kind::send && b < x.first_block + x.block_count; ++b) {
+            to_next += b % 2 == 0 && x.peer == (r + 1) % w;
+            to_prev += b % 2 == 1 && x.peer == (r + w - 1) % w;
+          }
+        EXPECT_EQ(to_next, 1) << "w=" << w << " r=" << r;
+        EXPECT_EQ(to_prev, 1) << "w=" << w << " r=" << r;
+      }
+    }
+  }
+}
+
 // ---- allgather -------------------------------------------------------------------
 
 namespace {
@@ -337,6 +362,19 @@ TEST(program, ring_allgather_for_every_world) {
         EXPECT_EQ(xs[1].first_block, ((r - s - 1) % w + w) % w);
       }
     }
+  }
+}
+
+TEST(program, bidir_ring_allgather_for_every_world) {
+  for (int w = 1; w <= max_bidir_world; ++w) {
+    // Rank b's data is blocks 2b and 2b + 1.
+    collective c{w, payload::data, w - 1,
+                 [](int r) { return std::vector<int>{2 * r, 2 * r + 1}; }, all_of(2 * w),
+                 [](int, int b) { return only(b / 2); }};
+    ASSERT_TRUE(run([w](int r) { return bidir_ring_allgather(r, w); }, c)) << "w=" << w;
+    for (int r = 0; r < w; ++r)
+      for (const auto& st : bidir_ring_allgather(r, w).steps)
+        ASSERT_EQ(st.xfers.size(), w == 2 ? 2u : 4u) << "w=" << w << " r=" << r;
   }
 }
 
@@ -514,6 +552,8 @@ TEST(program, bad_arguments_throw) {
   for (auto [f, name] : {named_unrooted{rd_allreduce, "rd_allreduce"},
                          named_unrooted{rabenseifner_allreduce, "rabenseifner_allreduce"},
                          named_unrooted{ring_allgather, "ring_allgather"},
+                         named_unrooted{bidir_ring_allreduce, "bidir_ring_allreduce"},
+                         named_unrooted{bidir_ring_allgather, "bidir_ring_allgather"},
                          named_unrooted{rd_allgather, "rd_allgather"},
                          named_unrooted{ring_reduce_scatter, "ring_reduce_scatter"},
                          named_unrooted{rd_reduce_scatter, "rd_reduce_scatter"}}) {
