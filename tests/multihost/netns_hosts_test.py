@@ -125,6 +125,39 @@ class TwoNetworksTest(unittest.TestCase):
                               timeout=JOB_TIMEOUT + 30, check=False)
         self.assertEqual(done.returncode, 0, done.stdout[-3000:] + done.stderr[-3000:])
 
+    def tx_bytes(self, host, dev):
+        done = self.hosts.run(host, ["cat", f"/sys/class/net/{dev}/statistics/tx_bytes"], timeout=10)
+        return int(done.stdout)
+
+    def test_two_addresses_stripe_over_both_networks(self):
+        # Both addresses of every host in the hostfile: with the default
+        # MCCL_SOCKETS_PER_PEER (auto) every pair opens one socket per
+        # address, so both shaped networks carry the job's bytes.
+        before = [(self.tx_bytes(h, "eth0"), self.tx_bytes(h, "eth1")) for h in range(2)]
+        done = self.hosts.run(0, [PYTHON, MCCLRUN, "--ssh", self.hosts.ssh_command,
+                                  "--timeout", str(JOB_TIMEOUT), "--hostfile", self.hostfile(),
+                                  "--env", "MCCL_LOG_LEVEL=INFO",
+                                  "--", MCCL_CHECK, "striped", "0", "7", "262147", "1048583"],
+                              timeout=JOB_TIMEOUT + 30, check=False)
+        report = done.stdout[-3000:] + done.stderr[-3000:]
+        self.assertEqual(done.returncode, 0, report)
+        for rank in range(2):
+            self.assertIn(f"rank {rank}: connected to 1 peer(s) over 2 socket(s)", done.stderr)
+            self.assertRegex(done.stdout, rf"rank {rank}: inline: [1-9]\d* of")
+        # Each 1048583-element float allreduce alone sends about 4 MB each
+        # way; both links of both hosts must have carried a good share.
+        for h in range(2):
+            sent = [after - was for after, was in zip((self.tx_bytes(h, "eth0"), self.tx_bytes(h, "eth1")),
+                                                      before[h])]
+            for dev, n in zip(("eth0", "eth1"), sent):
+                self.assertGreater(n, 8 << 20, f"h{h} {dev} sent only {n} bytes: {sent}\n{report}")
+
+    def hostfile(self):
+        path = os.path.join(self.tmp, "two-networks.json")
+        with open(path, "w") as f:
+            json.dump(self.hosts.hostfile(slots=1), f)
+        return path
+
     def test_dot(self):
         dot = self.topo("--dot")
         self.assertTrue(dot.startswith("digraph mccl_topology {"), dot)
