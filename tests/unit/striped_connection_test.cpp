@@ -188,8 +188,14 @@ TEST(striped_connection, poll_fd_follows_the_read_stripe) {
   ASSERT_EQ(::send(sp.far[0], "0123", 4, 0), 4);
   EXPECT_TRUE(readable(conn.poll_fd()));
   char buf[8];
-  ASSERT_EQ(conn.read_some(buf, 8).bytes, 8u);
+  ASSERT_EQ(conn.read_some(buf, 4).bytes, 4u);
+  EXPECT_TRUE(readable(conn.poll_fd())) << "stripe 1's segment is next and has arrived";
+  ASSERT_EQ(conn.read_some(buf, 4).bytes, 4u);
   EXPECT_FALSE(readable(conn.poll_fd()));
+  ASSERT_EQ(::send(sp.far[1], "cdef", 4, 0), 4);
+  EXPECT_FALSE(readable(conn.poll_fd())) << "the stream waits on stripe 0 again";
+  ASSERT_EQ(::send(sp.far[0], "89ab", 4, 0), 4);
+  EXPECT_TRUE(readable(conn.poll_fd()));
 }
 
 TEST(striped_connection, poll_fd_reports_a_blocked_write_becoming_possible) {
