@@ -82,7 +82,8 @@ bool striped_connection::advance(cursor& c, std::size_t n) noexcept {
   if (c.done < segment_)
     return false;
   c.done = 0;
-  c.stripe = (c.stripe + 1) % stripes_.size();
+  c.stripe.store((c.stripe.load(std::memory_order_relaxed) + 1) % stripes_.size(),
+                 std::memory_order_relaxed);
   return true;
 }
 
@@ -119,7 +120,7 @@ io_result striped_connection::write_some(const iovec* iov, int count) {
     else if (moved < total_bytes(part, n))
       break; // the stripe is full
   }
-  write_blocked_ = r.bytes < want;
+  write_blocked_.store(r.bytes < want, std::memory_order_relaxed);
   return r;
 }
 

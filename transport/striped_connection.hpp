@@ -63,9 +63,11 @@ public:
 
 private:
   /// Where one direction of the stream is: the stripe and the bytes of the
-  /// current segment already moved on it.
+  /// current segment already moved on it. The stripe is atomic because
+  /// poll_fd() may be asked (for its descriptor) by a thread that does not
+  /// hold the connection; a stale answer there is corrected by the next call.
   struct cursor {
-    std::size_t stripe = 0;
+    std::atomic<std::size_t> stripe{0};
     std::size_t done = 0;
   };
   /// A notification asked for by the link, re-armed on whichever stripe
@@ -91,7 +93,7 @@ private:
   std::size_t segment_;
   cursor rd_;
   cursor wr_;
-  bool write_blocked_ = false; ///< the last write_some left bytes unwritten
+  std::atomic<bool> write_blocked_{false}; ///< the last write_some left bytes unwritten
   std::atomic<bool> closed_{false};
 
   std::shared_ptr<shared_state> state_;
