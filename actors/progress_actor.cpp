@@ -126,6 +126,11 @@ void progress_actor::submit(op_ptr op) {
   ci.progress = caf::actor_cast<caf::actor>(this);
   ci.watchdog = init_.watchdog;
   ci.timeout = init_.cfg.timeout;
+  std::shared_ptr<landing_map> landing;
+  if (!p2p) {
+    landing = std::make_shared<landing_map>(op->signature(init_.world));
+    ci.landing = landing;
+  }
   auto c = spawn<collective_actor>(std::move(ci));
   monitor(c);
   if (op->kind == op_kind::recv) {
@@ -133,7 +138,7 @@ void progress_actor::submit(op_ptr op) {
   } else if (op->kind != op_kind::send) {
     for (auto& l : links_)
       if (l)
-        send(l, route_atom::value, op->seq, c);
+        send(l, route_atom::value, op->seq, c, landing);
   }
   MCCL_LOG(debug, describe(*op) << (p2p ? "" : " seq " + std::to_string(op->seq)) << ": " << name);
   auto id = op->id;
