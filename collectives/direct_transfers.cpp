@@ -11,6 +11,7 @@
 
 #include "collectives/builtin.hpp"
 #include "collectives/chunking.hpp"
+#include "collectives/scratch.hpp"
 
 #include <cstring>
 #include <vector>
@@ -233,7 +234,8 @@ public:
     }
     const uint8_t* src = cbytes(op.send);
     if (op.send == op.recv && stotal > 0) {
-      copy_.assign(src, src + stotal * e);
+      copy_ = scratch_buffer(stotal * e);
+      std::memcpy(copy_.data(), src, stotal * e);
       src = copy_.data();
     }
     std::vector<outgoing_block> out;
@@ -262,7 +264,7 @@ public:
   std::string where() const override { return mover_->where(); }
 
 private:
-  std::vector<uint8_t> copy_;
+  scratch_buffer copy_; ///< the input of an in-place alltoall
   std::unique_ptr<block_mover> mover_;
 };
 
