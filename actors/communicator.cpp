@@ -314,6 +314,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   pi.comm_id = o.comm_id;
   pi.cfg = cfg;
   pi.watchdog = rt->watchdog;
+  pi.shared->recorder = std::make_shared<actors::flight_recorder>(cfg.flight_recorder);
   std::vector<transport::connection_ptr> conns;
 
   if (o.world_size > 1) {
