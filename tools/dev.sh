@@ -21,6 +21,8 @@ REQUIRED_PACKAGES=(
   python3
   # libFuzzer targets of the wire decoders (tests/fuzz): clang and its runtimes
   clang-14 libclang-rt-14-dev
+  # the partition test (tests/multiproc/partition_test.py): namespaces, DROP rules
+  iproute2 iptables
 )
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -111,8 +113,8 @@ run_tests() {
 # with ASan and UBSan. Conformance (every op x dtype x world) is left out to
 # keep CI short; the multi-process subset covers real sockets and kills.
 SANITIZER_TARGETS=(mccl_unit_tests mccl_actor_tests mccl_integration_tests mccl_ops_tests
-                   mccl_inline_tests mccl_check)
-SANITIZER_MULTIPROC='^multiproc_(allreduce_w3|ops_w3|barrier_w2|faults|security|shrink|soak|desync)$'
+                   mccl_inline_tests mccl_shrink_tests mccl_check mccl_recovery)
+SANITIZER_MULTIPROC='^multiproc_(allreduce_w3|ops_w3|barrier_w2|faults|security|recovery)$'
 
 sanitizer_tests() {
   [[ "${DEV_SANITIZERS:-1}" == 0 ]] && { step "sanitizers skipped (DEV_SANITIZERS=0)"; return 0; }
