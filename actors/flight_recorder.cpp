@@ -67,12 +67,6 @@ void flight_recorder::ended(uint64_t ticket, state how) {
       last_completed_ = e->info.seq;
 }
 
-void flight_recorder::forget(uint64_t ticket) {
-  std::lock_guard<std::mutex> guard{mutex_};
-  if (!entries_.empty() && entries_.back().ticket == ticket)
-    entries_.pop_back();
-}
-
 void flight_recorder::abort_running() {
   std::lock_guard<std::mutex> guard{mutex_};
   auto now = clock::now();

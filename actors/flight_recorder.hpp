@@ -43,8 +43,6 @@ public:
   /// The op ended (done or failed); later calls for it are ignored, so the
   /// first cause sticks. An op that fell out of the window is ignored.
   void ended(uint64_t ticket, state how);
-  /// An op recorded as started that never ran (the inline path declined).
-  void forget(uint64_t ticket);
   /// Every op still running becomes `aborted` (the communicator aborted).
   void abort_running();
 

@@ -434,9 +434,12 @@ bool inline_path::try_run(op_request& op) {
     abort_communicator = run.progress_must_abort();
   }
   give_back();
-  if (recorder)
+  if (recorder) {
     recorder->ended(ticket, code == errc::none ? flight_recorder::state::done
                                                : flight_recorder::state::failed);
+    if (code == errc::timeout) // as on the actor path (progress_actor::with_progress_note)
+      message += " (" + recorder->progress_note() + ")";
+  }
   if (code != errc::none && (abort_communicator || !factory))
     caf::anon_send(init_.progress, op_failed_atom::value, code, message);
 

@@ -48,7 +48,6 @@ caf::behavior progress_actor::make_behavior() {
     },
     [this](op_failed_atom, errc code, std::string& why) {
       // An op the inline path ran failed: abort like for any failed op.
-      why = with_progress_note(code, std::move(why));
       MCCL_LOG(error, why);
       abort(code, why, init_.rank);
     },

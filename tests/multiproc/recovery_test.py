@@ -111,8 +111,17 @@ class RecoveryTest(unittest.TestCase):
     # -- watchdog and flight recorder ---------------------------------------
 
     def test_frozen_rank_names_op_peer_and_progress(self):
+        # 64K floats take the actor path; 16 run inline on the caller's thread.
+        for count in (65536, 16):
+            with self.subTest(count=count):
+                try:
+                    self.check_frozen(count)
+                finally:
+                    self.close_all()
+
+    def check_frozen(self, count):
         timeout_ms = 2000
-        rank0, rank1 = self.start(2, ["stress", "65536"], {"MCCL_TIMEOUT_MS": str(timeout_ms)},
+        rank0, rank1 = self.start(2, ["stress", str(count)], {"MCCL_TIMEOUT_MS": str(timeout_ms)},
                                   program=MCCL_CHECK)
         for r in (rank0, rank1):
             self.assertIsNotNone(r.wait_for_line(r"stress started", STARTUP_TIMEOUT), r.describe())
