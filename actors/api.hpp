@@ -181,6 +181,18 @@ public:
   /// communicator has its own links and sequence numbers.
   communicator split(int color, int key);
 
+  /// After ranks failed (or to leave some out on purpose): the ranks not in
+  /// `excluded` form a new communicator in the same processes, ordered as
+  /// here (new rank = place among the survivors), with this one's
+  /// settings. Every survivor calls it with the same set; it is not an op of
+  /// this communicator (which may have aborted) and needs nothing from the
+  /// excluded ranks. The survivors meet in this communicator's rendezvous
+  /// store: the default one lives in rank 0's process, so rank 0 can be
+  /// excluded only when the communicator was created with a store of your
+  /// own. Bounded by MCCL_CONNECT_TIMEOUT_MS; returns once every survivor
+  /// has connected. Finalize this communicator when you no longer need it.
+  communicator shrink(const std::vector<int>& excluded);
+
   /// False for an empty handle (a default-constructed one, or split with a
   /// negative color).
   bool valid() const noexcept { return static_cast<bool>(impl_); }

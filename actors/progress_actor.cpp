@@ -142,7 +142,27 @@ void progress_actor::submit(op_ptr op) {
   }
   MCCL_LOG(debug, describe(*op) << (p2p ? "" : " seq " + std::to_string(op->seq)) << ": " << name);
   auto id = op->id;
-  in_flight_.emplace(id, in_flight{std::move(op), c, name, std::chrono::steady_clock::now()});
+  auto ticket = record_start(*op, name);
+  in_flight_.emplace(id, in_flight{std::move(op), c, name, std::chrono::steady_clock::now(), ticket});
+}
+
+uint64_t progress_actor::record_start(const op_request& op, const std::string& algorithm) {
+  auto& rec = init_.shared->recorder;
+  if (!rec)
+    return 0;
+  return rec->started(recorded_op(op, init_.world, algorithm, false));
+}
+
+void progress_actor::record_end(uint64_t ticket, bool ok) {
+  if (init_.shared->recorder)
+    init_.shared->recorder->ended(ticket, ok ? flight_recorder::state::done
+                                             : flight_recorder::state::failed);
+}
+
+std::string progress_actor::with_progress_note(errc code, std::string message) const {
+  if (code == errc::timeout && init_.shared->recorder)
+    message += " (" + init_.shared->recorder->progress_note() + ")";
+  return message;
 }
 
 namespace {
@@ -202,6 +222,7 @@ void progress_actor::complete(in_flight& f, errc code, std::string message) {
   m.bytes = f.op->selection_bytes(init_.world);
   m.duration = std::chrono::steady_clock::now() - f.start;
   f.op->work->set_metrics(std::move(m));
+  record_end(f.ticket, code == errc::none);
   f.op->work->complete(code, std::move(message));
 }
 
@@ -223,6 +244,8 @@ void progress_actor::on_done(op_result& r) {
     complete(f, errc::none, {});
     return;
   }
+  r.message = with_progress_note(r.code, std::move(r.message));
+  record_end(f.ticket, false);
   MCCL_LOG(error, r.message);
   failed_unpurged_.emplace_back(std::move(f), std::move(r));
   if (!aborted_)
@@ -270,6 +293,10 @@ void progress_actor::abort(errc code, const std::string& why, int origin,
   abort_reason_ = why;
   MCCL_LOG(error, "rank " << init_.rank << ": communicator " << init_.comm_id
                           << " aborted: " << why);
+  if (auto& rec = init_.shared->recorder; rec && rec->capacity() > 0) {
+    rec->abort_running();
+    MCCL_LOG(error, rec->dump(init_.rank, init_.comm_id, "dumped as the communicator aborted"));
+  }
   // Tell every peer (an ABORT frame) and make every link forget pointers
   // into caller buffers; failed ops complete once all links confirmed.
   link_acks_pending_ = 0;
