@@ -123,7 +123,9 @@ sanitizer_tests() {
   local dir="$BUILD_DIR-asan"
   step "sanitizers: building $dir (address,undefined)"
   if [[ ! -f "$dir/CMakeCache.txt" ]]; then
-    cmake -S "$REPO_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release \
+    # -O1: sanitizer builds at -O2 compile about twice as long for little
+    # gain in test time (the usual choice for ASan runs).
+    cmake -S "$REPO_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_FLAGS=-O1 \
       -DMCCL_SANITIZE=address,undefined -DMCCL_BUILD_BENCH=OFF -DMCCL_BUILD_EXAMPLES=OFF
   fi
   cmake --build "$dir" -j "$(nproc)" --target "${SANITIZER_TARGETS[@]}"
@@ -133,9 +135,9 @@ sanitizer_tests() {
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$REPO_ROOT/tests/sanitizers/ubsan.supp"
   export LSAN_OPTIONS="suppressions=$REPO_ROOT/tests/sanitizers/lsan.supp"
-  ctest --test-dir "$dir" --output-on-failure --timeout 600 -L 'unit|integration' \
+  ctest --test-dir "$dir" --output-on-failure --timeout 600 -j "$(nproc)" -L 'unit|integration' \
         -E 'conformance|NOT_BUILT'
-  ctest --test-dir "$dir" --output-on-failure --timeout 600 -R "$SANITIZER_MULTIPROC"
+  ctest --test-dir "$dir" --output-on-failure --timeout 600 -j "$(nproc)" -R "$SANITIZER_MULTIPROC"
   unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
 }
 
