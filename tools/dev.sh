@@ -15,6 +15,8 @@ REQUIRED_PACKAGES=(
   libcaf-dev libboost-dev libisal-dev libibverbs-dev libhwy-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   python3
+  # The PyTorch backend (python/) and its tests; examples plot with matplotlib.
+  python3-torch libtorch-dev pybind11-dev python3-matplotlib
 )
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
