@@ -7,9 +7,11 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <numeric>
+#include <thread>
 
 namespace mccl::torch_backend {
 
@@ -417,8 +419,37 @@ process_group_mccl::work_ptr process_group_mccl::recvAnysource(tensors& ts, int 
   op_context ctx{"recvAnysource", getRank()};
   check_count(ts, 1, ctx);
   check_tensor(ts[0], ctx);
-  (void)tag;
-  ctx.fail(errc::unsupported, "receiving from any source is not implemented yet");
+  if (tag < 0)
+    ctx.fail(errc::invalid_argument, "tag " + std::to_string(tag) + " is negative");
+  auto buf = stage(ts[0]);
+  auto type = to_mccl(ts[0].scalar_type(), ctx);
+  auto w = make_work(OpType::RECVANYSOURCE, ctx.op, ts);
+  // mccl receives from a named peer: probe until some peer has a message
+  // of this tag, then receive from it. A thread per such receive keeps the
+  // call asynchronous; it gives up at the op deadline like any op.
+  std::thread([w, buf, type, tag, comm = comm_, deadline = std::chrono::steady_clock::now() + op_timeout_,
+               what = ctx.prefix()]() mutable {
+    try {
+      auto pause = std::chrono::microseconds(20);
+      for (;;) {
+        auto ready = comm.probe(static_cast<uint32_t>(tag));
+        if (!ready.empty()) {
+          int src = ready.front();
+          auto part = comm.recv(buf.data(), buf.count(), type, src, static_cast<uint32_t>(tag));
+          w->track({part}, [buf] { buf.write_back(); }, src);
+          return;
+        }
+        if (std::chrono::steady_clock::now() >= deadline)
+          throw error(errc::timeout, what + "no rank sent a message with tag " + std::to_string(tag)
+                                       + " before the op deadline (MCCL_TIMEOUT_MS)");
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::microseconds(2000));
+      }
+    } catch (...) {
+      w->fail_now(std::current_exception());
+    }
+  }).detach();
+  return w;
 }
 
 process_group_mccl::work_ptr process_group_mccl::barrier(const ::c10d::BarrierOptions&) {

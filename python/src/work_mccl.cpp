@@ -124,6 +124,11 @@ void work_mccl::complete(std::exception_ptr failure) {
     future_->markCompleted(c10::IValue(outputs_));
 }
 
+void work_mccl::fail_now(std::exception_ptr e) {
+  record_op(op_metrics{}, true);
+  complete(std::move(e));
+}
+
 bool work_mccl::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   auto bound = timeout == kNoTimeout ? wait_bound_ : timeout;

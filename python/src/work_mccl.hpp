@@ -38,7 +38,7 @@ public:
 
   /// Completes with this failure (used when an op fails before any mccl op
   /// could be issued for it, e.g. recv from any source timing out).
-  void fail_now(std::exception_ptr e) { complete(std::move(e)); }
+  void fail_now(std::exception_ptr e);
 
 private:
   void on_part_done();
