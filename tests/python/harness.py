@@ -37,6 +37,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+_keep_dirs = []
+
+
+def file_init_url():
+    """A file:// init_method in a fresh directory removed at exit."""
+    d = tempfile.TemporaryDirectory(prefix="mccl-pytest-")
+    _keep_dirs.append(d)
+    return "file://" + os.path.join(d.name, "store")
+
+
 def _worker(fn, rank, world, init, backend, env, args, results, pg_timeout, deadline):
     # A rank that hangs shows where before the parent kills it.
     faulthandler.dump_traceback_later(max(1.0, deadline - KILL_GRACE), exit=False)
