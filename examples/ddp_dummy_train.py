@@ -9,7 +9,7 @@ data, over backend mccl or gloo, and report samples/s.
     # one process, no process group: the baseline
     /usr/bin/python3 examples/ddp_dummy_train.py --baseline
 
-The default model (--width 752 --depth 8) has about 95M parameters. Every
+The default model (--width 1000 --depth 8) has about 96M parameters. Every
 rank draws the same global batch from a generator seeded by --seed and the
 step number and trains on its slice of it, so a run's result depends on the
 seed and the global batch, not on the number of ranks. --save-stats writes
@@ -31,13 +31,13 @@ import torch.nn.functional as F
 
 
 class ConvAttentionBlock(nn.Module):
-    """A 3x3 convolution over the token grid, then self-attention and an MLP
-    (pre-norm residuals): about 21 * width^2 parameters."""
+    """A depthwise 3x3 convolution over the token grid, then self-attention
+    and an MLP (pre-norm residuals): about 12 * width^2 parameters."""
 
     def __init__(self, width, heads, grid):
         super().__init__()
         self.grid = grid
-        self.conv = nn.Conv2d(width, width, 3, padding=1)
+        self.conv = nn.Conv2d(width, width, 3, padding=1, groups=width)
         self.norm1 = nn.LayerNorm(width)
         self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
         self.norm2 = nn.LayerNorm(width)
@@ -53,7 +53,7 @@ class ConvAttentionBlock(nn.Module):
 
 
 class ConvAttentionNet(nn.Module):
-    def __init__(self, width=752, depth=8, heads=8, image=16, patch=4, classes=100):
+    def __init__(self, width=1000, depth=8, heads=8, image=16, patch=4, classes=100):
         super().__init__()
         grid = image // patch
         self.stem = nn.Conv2d(3, width, patch, stride=patch)
@@ -77,7 +77,7 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=20, help="timed training steps")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps before them")
     p.add_argument("--batch", type=int, default=8, help="global batch (split across ranks)")
-    p.add_argument("--width", type=int, default=752)
+    p.add_argument("--width", type=int, default=1000)
     p.add_argument("--depth", type=int, default=8)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--image", type=int, default=16, help="image side in pixels (patch 4)")
