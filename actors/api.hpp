@@ -173,6 +173,13 @@ public:
     return recv(data, count, dtype_of<T>(), peer, tag);
   }
 
+  /// Non-blocking: the peers, in rank order, from which a message with
+  /// `tag` has arrived that no posted receive has claimed yet. A receive
+  /// from such a peer then gets one (unless a receive from another thread
+  /// claims it first). This is how a caller receives from any source: probe
+  /// until some peer has a message, then receive from it.
+  std::vector<int> probe(uint32_t tag);
+
   // ---- groups -----------------------------------------------------------
 
   /// A collective over this communicator: ranks passing the same `color`

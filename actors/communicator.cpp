@@ -33,6 +33,8 @@ struct communicator::impl {
   /// from this one, which still meet there after this one is finalized.
   std::shared_ptr<tcp_store_server> store_server;
   caf::actor progress;
+  /// Link actor per peer (null for this rank), for probe().
+  std::vector<caf::actor> links;
   std::shared_ptr<actors::comm_shared> shared;
   /// Small ops run on the caller's thread when nothing else is in flight.
   std::unique_ptr<actors::inline_path> inline_ops;
@@ -434,6 +436,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   }
   if (!conns.empty())
     p->inline_ops = std::make_unique<actors::inline_path>(std::move(ii));
+  p->links = links;
   // Sent from this thread before any submit, so the progress actor has its
   // links before the first op arrives (mailboxes keep per-sender order).
   caf::anon_send(p->progress, std::move(links));
@@ -554,6 +557,30 @@ work communicator::recv(void* data, std::size_t count, dtype type, int peer, uin
   auto r = request(op_kind::recv, nullptr, data, count, type, redop::sum, peer);
   r->tag = tag;
   return checked().submit(std::move(r));
+}
+
+std::vector<int> communicator::probe(uint32_t tag) {
+  auto& p = checked();
+  if (p.finalized.load())
+    throw error(errc::finalized, "probe on rank " + std::to_string(p.rank)
+                                   + ": the communicator was finalized");
+  std::vector<int> ready;
+  caf::scoped_actor self{*p.rt->system};
+  for (int peer = 0; peer < p.world; ++peer) {
+    const auto& link = p.links.empty() ? caf::actor{} : p.links[static_cast<std::size_t>(peer)];
+    if (!link)
+      continue;
+    // A link answers from its mailbox at once; the bound only guards a
+    // link that has already stopped.
+    self->request(link, std::chrono::seconds(5), actors::probe_atom::value, tag)
+      .receive([&](bool has) { if (has) ready.push_back(peer); },
+               [&](caf::error& e) {
+                 throw error(errc::peer_lost, "probe on rank " + std::to_string(p.rank)
+                                                + ": the link to rank " + std::to_string(peer)
+                                                + " did not answer: " + caf::to_string(e));
+               });
+  }
+  return ready;
 }
 
 communicator communicator::split(int color, int key) {

@@ -75,6 +75,13 @@ caf::behavior link_actor::make_behavior() {
     [this](post_recv_atom, uint32_t tag, uint64_t op_id, caf::actor& receiver) {
       on_post_recv(tag, op_id, std::move(receiver));
     },
+    [this](probe_atom, uint32_t tag) {
+      // A message of `tag` that no posted receive has claimed yet.
+      for (const auto& entry : unexpected_)
+        if (entry.second.tag == tag)
+          return true;
+      return false;
+    },
     [this](unpost_atom, uint64_t op_id) {
       on_unpost(op_id);
       offer_if_idle();

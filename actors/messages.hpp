@@ -47,6 +47,7 @@ using post_recv_atom = caf::atom_constant<caf::atom("postrecv")>; // progress ->
 using unpost_atom = caf::atom_constant<caf::atom("unpost")>;      // progress -> link (p2p)
 using returned_atom = caf::atom_constant<caf::atom("returned")>;  // inline path -> link (lease)
 using op_failed_atom = caf::atom_constant<caf::atom("opfailed")>; // inline path -> progress
+using probe_atom = caf::atom_constant<caf::atom("probe")>;        // caller -> link (p2p)
 
 /// A frame a collective wants sent: header plus a view of the payload, which
 /// stays valid until the link reports it sent (sent_atom to `notify`).

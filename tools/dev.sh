@@ -25,6 +25,8 @@ REQUIRED_PACKAGES=(
   clang-14 libclang-rt-14-dev
   # network namespaces, tc shaping and DROP rules (multi-host and partition tests)
   iproute2 iptables
+  # The PyTorch backend (python/) and its tests; examples plot with matplotlib.
+  python3-torch libtorch-dev pybind11-dev python3-matplotlib
 )
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
