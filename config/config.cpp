@@ -373,6 +373,11 @@ const setting_def setting_table[] = {
    [](config& cfg, const std::string& text) {
      cfg.spin = std::chrono::microseconds{parse_int(text, 0, 1000000)};
    }},
+  {"MCCL_FLIGHT_RECORDER", "64", "an integer number of ops between 0 and 100000 (0 = off)",
+   "How many of the latest ops each communicator remembers and logs at ERROR when it aborts or times out.",
+   [](config& cfg, const std::string& text) {
+     cfg.flight_recorder = static_cast<std::size_t>(parse_int(text, 0, 100000));
+   }},
   {"MCCL_JOB_TOKEN", "", "any string of at most 64 bytes",
    "Shared secret checked in every connection handshake; empty: rank 0 makes one per job and hands it out through rendezvous.",
    [](config& cfg, const std::string& text) {
@@ -620,6 +625,7 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_TOPK_RATIO") return format_real(cfg.topk_ratio);
     if (name == "MCCL_WORKER_THREADS") return std::to_string(cfg.worker_threads);
     if (name == "MCCL_SPIN_US") return std::to_string(cfg.spin.count());
+    if (name == "MCCL_FLIGHT_RECORDER") return std::to_string(cfg.flight_recorder);
     if (name == "MCCL_JOB_TOKEN") return shown_value(job_token_name, cfg.job_token);
     return "?";
   };

@@ -3,6 +3,7 @@
 #include "config/error.hpp"
 #include "config/log.hpp"
 #include "transport/frame.hpp"
+#include "transport/handshake.hpp"
 #include "transport/socket_util.hpp"
 #include "transport/tcp_connection.hpp"
 
@@ -14,8 +15,6 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr uint32_t max_handshake_payload = 1024;
-
 std::string rank_str(int r) { return "rank " + std::to_string(r); }
 
 /// Which stripe of a peer pair a handshake is for; hello and hello_ack
@@ -26,6 +25,9 @@ struct stripe_tag {
   int count = 1;
   int index = 0;
 };
+
+/// The stripe count a hello announces; 0 (a hello that does not say) is one.
+uint32_t stripes_in(const wire::frame_header& h) { return std::max<uint32_t>(h.step, 1); }
 
 /// Sends one control frame (hello, hello_ack or refuse) with its payload.
 std::string send_control(tcp::socket& s, wire::frame_kind kind, uint32_t comm_id,
@@ -137,7 +139,7 @@ handshaken dial_stripe(const mesh_options& o, int peer, const std::string& ep_te
   std::string why;
   auto ack = wire::decode_hello(payload.data(), payload.size(), &why);
   if (h.kind != wire::frame_kind::hello_ack || h.comm_id != o.comm_id || !ack
-      || ack->from_rank != static_cast<uint32_t>(peer) || ack->token != o.token
+      || ack->from_rank != static_cast<uint32_t>(peer) || !tokens_equal(ack->token, o.token)
       || h.chunk != static_cast<uint32_t>(tag.index))
     throw error(errc::handshake_refused, "unexpected handshake reply from " + where + " ("
                                            + wire::to_string(h.kind) + (why.empty() ? "" : ": " + why) + ")");
@@ -169,49 +171,32 @@ struct arriving {
   int have = 0;
 };
 
-/// Checks an incoming hello; returns "" to accept it or why it is refused.
+/// Checks an incoming hello (transport/handshake.hpp), then the stripe it
+/// names; returns "" to accept it or why it is refused.
 std::string vet_hello(const mesh_options& o, const wire::frame_header& h,
                       const std::vector<uint8_t>& payload, const std::vector<connection_ptr>& conns,
                       const std::vector<arriving>& partial, wire::hello& out) {
-  if (h.kind != wire::frame_kind::hello)
-    return std::string("expected a hello frame, got ") + wire::to_string(h.kind);
-  if (h.comm_id != o.comm_id)
-    return "communicator id " + std::to_string(h.comm_id) + " does not match "
-           + std::to_string(o.comm_id);
-  std::string why;
-  auto hi = wire::decode_hello(payload.data(), payload.size(), &why);
-  if (!hi)
-    return "malformed hello: " + why;
-  if (hi->token != o.token)
-    return "wrong job token (MCCL_JOB_TOKEN differs)";
-  if (hi->world_size != static_cast<uint32_t>(o.world))
-    return "world size " + std::to_string(hi->world_size) + " does not match "
-           + std::to_string(o.world);
-  if (hi->to_rank != static_cast<uint32_t>(o.rank))
-    return "addressed to rank " + std::to_string(hi->to_rank) + ", this is rank "
-           + std::to_string(o.rank);
-  if (hi->from_rank >= static_cast<uint32_t>(o.world))
-    return "rank " + std::to_string(hi->from_rank) + " is outside the world of "
-           + std::to_string(o.world);
-  if (hi->from_rank <= static_cast<uint32_t>(o.rank))
-    return "rank " + std::to_string(hi->from_rank) + " must not dial rank "
-           + std::to_string(o.rank) + " (lower ranks are dialled by higher ones)";
-  auto from = rank_str(static_cast<int>(hi->from_rank));
+  std::vector<bool> connected(conns.size());
+  for (std::size_t r = 0; r < conns.size(); ++r)
+    connected[r] = conns[r] != nullptr;
+  auto err = transport::vet_hello({o.rank, o.world, o.comm_id, o.token}, h, payload.data(),
+                                  payload.size(), connected, out);
+  if (!err.empty())
+    return err;
+  auto from = rank_str(static_cast<int>(out.from_rank));
   if (h.seq != static_cast<uint64_t>(o.sockets_per_peer))
     return from + " uses MCCL_SOCKETS_PER_PEER=" + std::to_string(h.seq) + ", " + rank_str(o.rank)
            + " uses " + std::to_string(o.sockets_per_peer) + ": set the same value on every rank";
-  if (h.step < 1 || h.step > static_cast<uint32_t>(max_stripes) || h.chunk >= h.step)
-    return "stripe " + std::to_string(h.chunk) + " of " + std::to_string(h.step)
+  auto count = stripes_in(h);
+  if (count > static_cast<uint32_t>(max_stripes) || h.chunk >= count)
+    return "stripe " + std::to_string(h.chunk) + " of " + std::to_string(count)
            + " is outside 1.." + std::to_string(max_stripes) + " sockets";
-  if (conns[hi->from_rank])
-    return "duplicate connection from " + from;
-  const auto& a = partial[hi->from_rank];
-  if (a.count != 0 && a.count != static_cast<int>(h.step))
-    return from + " announced " + std::to_string(h.step) + " sockets, earlier "
+  const auto& a = partial[out.from_rank];
+  if (a.count != 0 && a.count != static_cast<int>(count))
+    return from + " announced " + std::to_string(count) + " sockets, earlier "
            + std::to_string(a.count);
   if (a.count != 0 && a.stripes[h.chunk].socket)
     return "duplicate connection from " + from + " for stripe " + std::to_string(h.chunk);
-  out = *hi;
   return {};
 }
 
@@ -331,12 +316,16 @@ std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monit
     tune_socket(*s, o.socket_buffer_bytes);
     wire::hello ack{static_cast<uint32_t>(o.rank), hi.from_rank, static_cast<uint32_t>(o.world),
                     o.token};
-    stripe_tag tag{o.sockets_per_peer, static_cast<int>(h.step), static_cast<int>(h.chunk)};
+    stripe_tag tag{o.sockets_per_peer, static_cast<int>(stripes_in(h)), static_cast<int>(h.chunk)};
     err = send_control(*s, wire::frame_kind::hello_ack, o.comm_id, wire::encode_hello(ack), deadline, tag);
     if (!err.empty()) {
       MCCL_LOG(warn, rank_str(o.rank) << ": handshake with rank " << hi.from_rank << " failed: " << err);
       continue;
     }
+    MCCL_LOG(debug, rank_str(o.rank) << " accepted rank " << hi.from_rank << " from " << to_string(remote)
+                                     << (tag.count > 1 ? " (stripe " + std::to_string(tag.index) + " of "
+                                                           + std::to_string(tag.count) + ")"
+                                                       : std::string()));
     auto& a = partial[hi.from_rank];
     if (a.count == 0) {
       a.count = tag.count;

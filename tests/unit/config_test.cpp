@@ -59,7 +59,7 @@ const std::vector<std::string> expected_names = {
   "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_ALGO",
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
   "MCCL_HEARTBEAT_MS",   "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
-  "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_JOB_TOKEN",
+  "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_FLIGHT_RECORDER", "MCCL_JOB_TOKEN",
 };
 
 } // namespace
@@ -320,6 +320,20 @@ TEST(ConfigEnv, SpinUs) {
   EXPECT_EQ(resolve_env({{"MCCL_SPIN_US", "1000000"}}).spin, 1000000us);
 }
 
+TEST(ConfigEnv, FlightRecorder) {
+  EXPECT_EQ(resolve_env({}).flight_recorder, 64u);
+  EXPECT_EQ(resolve_env({{"MCCL_FLIGHT_RECORDER", "0"}}).flight_recorder, 0u);
+  EXPECT_EQ(resolve_env({{"MCCL_FLIGHT_RECORDER", "100000"}}).flight_recorder, 100000u);
+  for (const char* bad : {"-1", "100001", "many"}) {
+    try {
+      resolve_env({{"MCCL_FLIGHT_RECORDER", bad}});
+      ADD_FAILURE() << "MCCL_FLIGHT_RECORDER=" << bad << " was accepted";
+    } catch (const mccl::error& e) {
+      EXPECT_NE(std::string(e.what()).find("MCCL_FLIGHT_RECORDER"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ConfigEnv, JobToken) {
   EXPECT_EQ(resolve_env({{"MCCL_JOB_TOKEN", "s3cret token!"}}).job_token, "s3cret token!");
   std::string max(64, 'x');
@@ -338,7 +352,8 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_COMPRESSION", "none"},       {"MCCL_TOPK_RATIO", "0.01"},
     {"MCCL_WORKER_THREADS", "3"},       {"MCCL_SPIN_US", "10"},
     {"MCCL_JOB_TOKEN", "abc"},          {"MCCL_ALGO", "broadcast=tree"},
-    {"MCCL_INLINE_BYTES", "4K"},        {"MCCL_SOCKETS_PER_PEER", "3"},
+    {"MCCL_INLINE_BYTES", "4K"},        {"MCCL_FLIGHT_RECORDER", "8"},
+    {"MCCL_SOCKETS_PER_PEER", "3"},
   };
   auto cfg = resolve_env(env);
   EXPECT_EQ(cfg.transport, transport_kind::tcp);
@@ -361,6 +376,7 @@ TEST(ConfigEnv, AllAtOnce) {
   EXPECT_EQ(cfg.worker_threads, 3);
   EXPECT_EQ(cfg.spin, 10us);
   EXPECT_EQ(cfg.job_token, "abc");
+  EXPECT_EQ(cfg.flight_recorder, 8u);
   for (const auto& name : expected_names)
     EXPECT_EQ(cfg.sources.at(name), setting_source::environment) << name;
 }
@@ -437,6 +453,8 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_HEARTBEAT_MS", "9"},
   {"MCCL_HEARTBEAT_MS", "600001"},
   {"MCCL_HEARTBEAT_MS", "-100"},
+  {"MCCL_FLIGHT_RECORDER", "-1"},
+  {"MCCL_FLIGHT_RECORDER", "100001"},
   {"MCCL_LINK_PROFILE", "fast"},
   {"MCCL_LINK_PROFILE", "default_profile"},
   {"MCCL_LINK_PROFILE", ""},
