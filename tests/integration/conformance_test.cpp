@@ -218,7 +218,9 @@ struct pending_op {
 /// Everything a rank runs, in the same order on every rank.
 class rank_program {
 public:
-  rank_program(mccl::communicator& c, bool full) : comm_(c), w_(c.size()), r_(c.rank()), full_(full) {}
+  /// full: every op; else allreduce, plus allgather(v) when `gathers`.
+  rank_program(mccl::communicator& c, bool full, bool gathers = false)
+    : comm_(c), w_(c.size()), r_(c.rank()), full_(full), gathers_(gathers) {}
 
   void run() {
     for (auto t : all_dtypes)
@@ -242,6 +244,9 @@ public:
             alltoall(t, n, in_place);
             alltoallv(t, n);
             send_recv(t, n, in_place);
+          } else if (gathers_) {
+            allgather(t, n, in_place, false);
+            allgather(t, n, in_place, true);
           }
           flush();
         }
@@ -519,15 +524,17 @@ private:
   int w_;
   int r_;
   bool full_;
+  bool gathers_;
   std::vector<pending_op> batch_;
 };
 
 /// One algorithm configuration: MCCL_ALGO, and whether it runs every
-/// operation or only allreduce.
+/// operation or only allreduce (and allgather(v) when `gathers`).
 struct algo_config {
   const char* name;
   const char* algo;
   bool full;
+  bool gathers = false;
 };
 
 const algo_config configs[] = {
@@ -537,7 +544,7 @@ const algo_config configs[] = {
   {"rabenseifner", "allreduce=rabenseifner;broadcast=scatter_allgather", true},
   {"oneshot", "allreduce=oneshot", false},
   {"direct", "allreduce=direct", false},
-  {"bidir_ring", "allreduce=bidir_ring;allgather=bidir_ring", true},
+  {"bidir_ring", "allreduce=bidir_ring;allgather=bidir_ring", false, true},
 };
 
 class Conformance : public ::testing::TestWithParam<std::tuple<int, int>> {};
@@ -553,7 +560,7 @@ TEST_P(Conformance, MatchesTheReference) {
   o.set("MCCL_LOG_LEVEL", "warn");
   o.set("MCCL_ALGO", cfg.algo);
   mccl_test::run_ranks(rt, world, o, [&](mccl::communicator& comm) {
-    rank_program(comm, cfg.full).run();
+    rank_program(comm, cfg.full, cfg.gathers).run();
   });
 }
 
