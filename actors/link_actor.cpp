@@ -28,7 +28,8 @@ constexpr int max_iov = 32;
 } // namespace
 
 link_actor::link_actor(caf::actor_config& cfg, link_init init)
-  : caf::event_based_actor(cfg), init_(std::move(init)), stage_(stage_capacity) {
+  : caf::event_based_actor(cfg), init_(std::move(init)), stage_(stage_capacity),
+    crc_rx_(init_.crc_retries) {
   peer_name_ = init_.conn->description();
   offered_ = init_.lease != nullptr; // see link_lease: new leases start on offer
   last_tx_ = last_rx_ = last_activity_ = clock::now();
@@ -119,13 +120,16 @@ void link_actor::on_send(tx_request& req, caf::actor notify) {
   auto h = req.header;
   h.comm_id = init_.comm_id;
   h.payload_len = static_cast<uint32_t>(req.len);
-  if (init_.crc && req.len > 0) {
-    h.flags |= wire::flag_crc;
-    h.crc = crc32c(req.data, req.len);
-  }
-  wire::encode_header(h, item.header);
   item.data = req.data;
   item.len = req.len;
+  if (init_.crc) {
+    // The link keeps its own copy until the peer acks it, so a chunk can be
+    // sent again after the caller's buffer is reused (crc_recovery.hpp).
+    const auto& kept = crc_tx_.keep(h, req.data, req.len);
+    h = kept.header;
+    item.data = kept.payload.data();
+  }
+  wire::encode_header(h, item.header);
   item.notify = std::move(notify);
   item.step = h.step;
   item.chunk = h.chunk;
@@ -240,6 +244,7 @@ void link_actor::on_abort(int origin, const std::string& reason, errc code) {
     return;
   aborted_ = true;
   purge_queued_data();
+  crc_tx_.clear(); // after the purge: a frame on the wire was copied out of it
   // The error code travels in the step field, so peers report the same kind
   // of failure (a desync stays a desync everywhere).
   enqueue_control(wire::frame_kind::abort, static_cast<uint32_t>(origin), wire::encode_text(reason),
@@ -267,12 +272,40 @@ void link_actor::on_tick() {
   auto now = clock::now();
   // While the inline path has the connection its own frames show the peer
   // we are alive; have_connection() then just asks for a poke afterwards.
-  if (!aborted_ && txq_.empty() && now - last_tx_ >= init_.heartbeat && have_connection()) {
+  // Half an interval: ticks themselves are an interval apart, so the peer
+  // never goes 1.5 intervals without hearing from us (see check_peer_alive).
+  if (!aborted_ && txq_.empty() && now - last_tx_ >= init_.heartbeat / 2 && have_connection()) {
     enqueue_control(wire::frame_kind::heartbeat, 0, {});
     write_frames();
     kick();
   }
-  delayed_send(this, init_.heartbeat, tick_atom::value);
+  check_peer_alive(now);
+  if (!closed_)
+    delayed_send(this, init_.heartbeat, tick_atom::value);
+}
+
+void link_actor::check_peer_alive(clock::time_point now) {
+  if (closed_ || init_.heartbeat_misses == 0)
+    return;
+  // While the inline path has the connection it reads (and checks) the
+  // peer itself.
+  if (init_.lease && offered_ && !have_connection())
+    return;
+  auto limit = init_.heartbeat * init_.heartbeat_misses;
+  if (now - last_rx_ < limit)
+    return;
+  // This worker may simply have been busy: read what is there first.
+  read_frames();
+  if (closed_ || clock::now() - last_rx_ < limit)
+    return;
+  auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - last_rx_);
+  auto why = peer_name_ + " sent nothing for " + std::to_string(silent.count())
+             + " ms (MCCL_HEARTBEAT_MS=" + std::to_string(init_.heartbeat.count())
+             + " x MCCL_HEARTBEAT_MISSES=" + std::to_string(init_.heartbeat_misses)
+             + "): declared dead (frozen, stopped or cut off)";
+  if (init_.recorder)
+    init_.recorder->reaction("heartbeat_dead", init_.peer, {}, why);
+  fail(why);
 }
 
 // ---- progress -------------------------------------------------------------------
@@ -290,6 +323,8 @@ bool link_actor::have_connection() {
   if (!init_.lease->reclaim())
     return false;
   offered_ = false;
+  // The inline path read (and watched) the peer while it had the connection.
+  last_rx_ = clock::now();
   // What the inline path left: a frame it could not finish writing goes out
   // first; bytes it read past its own frames are parsed before new ones.
   auto& lease = *init_.lease;
@@ -348,6 +383,8 @@ void link_actor::poll() {
   if (closed_ || !have_connection())
     return;
   auto moved = read_frames();
+  if (init_.crc)
+    ack_delivered_frames();
   if (!closed_)
     moved += write_frames();
   if (closed_)
@@ -464,23 +501,27 @@ void link_actor::frame_complete() {
   auto buf = std::move(cur_buf_);
   switch (h.kind) {
     case wire::frame_kind::data: {
-      if ((h.flags & wire::flag_crc) && crc32c(buf.get(), h.payload_len) != h.crc) {
-        fail("CRC32C mismatch on a chunk from " + peer_name_ + " (seq " + std::to_string(h.seq)
-             + ", step " + std::to_string(h.step) + ", chunk " + std::to_string(h.chunk) + ")");
+      bool checked = h.flags & wire::flag_crc;
+      if (checked != init_.crc) {
+        fail(peer_name_ + (checked ? " sends CRC32C-checked frames but MCCL_TRANSPORT_CRC is off"
+                                   : " sends frames without CRC32C but MCCL_TRANSPORT_CRC is on")
+             + " on rank " + std::to_string(init_.rank)
+             + ": set MCCL_TRANSPORT_CRC to the same value on every rank");
         return;
       }
-      if (h.comm_id != init_.comm_id) {
-        fail("frame for communicator " + std::to_string(h.comm_id) + " on a link of communicator "
-             + std::to_string(init_.comm_id) + " from " + peer_name_);
-        return;
-      }
-      if (h.flags & wire::flag_p2p)
-        dispatch_p2p(rx_chunk{init_.peer, h, std::move(buf)});
+      if (checked)
+        on_crc_frame(h, std::move(buf));
       else
-        dispatch_data(rx_chunk{init_.peer, h, std::move(buf)});
+        accept_data(rx_chunk{init_.peer, h, std::move(buf)});
       return;
     }
     case wire::frame_kind::heartbeat:
+      return;
+    case wire::frame_kind::crc_ack:
+      crc_tx_.on_ack(h.seq);
+      return;
+    case wire::frame_kind::crc_nack:
+      on_crc_nack(h.seq);
       return;
     case wire::frame_kind::abort: {
       std::string why;
@@ -488,6 +529,8 @@ void link_actor::frame_complete() {
       auto reason = text ? *text : "(unreadable reason: " + why + ")";
       peer_abort_reason_ = "rank " + std::to_string(h.aux) + " aborted the communicator: " + reason;
       peer_abort_code_ = wire::abort_code(h);
+      if (init_.recorder)
+        init_.recorder->reaction("peer_abort", init_.peer, {}, peer_abort_reason_);
       send(init_.progress, peer_abort_atom::value, static_cast<int>(h.aux), reason, peer_abort_code_);
       return;
     }
@@ -498,6 +541,103 @@ void link_actor::frame_complete() {
       fail(std::string("unexpected ") + wire::to_string(h.kind) + " frame from " + peer_name_
            + " after the handshake");
   }
+}
+
+void link_actor::accept_data(rx_chunk chunk) {
+  if (chunk.header.comm_id != init_.comm_id) {
+    fail("frame for communicator " + std::to_string(chunk.header.comm_id)
+         + " on a link of communicator " + std::to_string(init_.comm_id) + " from " + peer_name_);
+    return;
+  }
+  if (chunk.header.flags & wire::flag_p2p)
+    dispatch_p2p(std::move(chunk));
+  else
+    dispatch_data(std::move(chunk));
+}
+
+// ---- CRC recovery -----------------------------------------------------------------
+
+namespace {
+transport::frame_key key_of(const wire::frame_header& h) {
+  return transport::frame_key{h.seq, h.step, h.chunk, (h.flags & wire::flag_p2p) != 0, true};
+}
+std::string chunk_text(const wire::frame_header& h) {
+  return std::string(h.flags & wire::flag_p2p ? "message " : "seq ") + std::to_string(h.seq)
+         + ", step " + std::to_string(h.step) + ", chunk " + std::to_string(h.chunk);
+}
+} // namespace
+
+void link_actor::on_crc_frame(const wire::frame_header& h, std::shared_ptr<uint8_t> buf) {
+  if (crc_failed_ || aborted_)
+    return;
+  bool ok = wire::frame_crc(h, buf.get(), h.payload_len) == h.crc;
+  auto out = crc_rx_.on_frame(rx_chunk{init_.peer, h, std::move(buf)}, ok);
+  if (!out.fatal.empty())
+    return crc_give_up(h, out.fatal);
+  for (auto index : out.nacks) {
+    MCCL_LOG(warn, "CRC32C mismatch on a chunk from " << peer_name_ << " (" << chunk_text(h)
+                   << ", link frame " << index << "): asking for it again");
+    if (init_.recorder)
+      init_.recorder->reaction("nack_sent", init_.peer, key_of(h),
+                               "CRC32C mismatch; link frame " + std::to_string(index)
+                                 + " requested again (attempt " + std::to_string(out.attempts + 1) + ")");
+    enqueue_control(wire::frame_kind::crc_nack, 0, {}, index);
+  }
+  if (out.recovered && init_.recorder)
+    init_.recorder->reaction("crc_recovered", init_.peer, key_of(h),
+                             "link frame " + std::to_string(out.index) + " arrived intact after "
+                               + std::to_string(out.attempts) + " retransmission(s)");
+  for (auto& c : out.deliver) {
+    if (closed_)
+      return;
+    accept_data(std::move(c));
+  }
+  if (!out.nacks.empty()) {
+    write_frames();
+    kick();
+  }
+}
+
+void link_actor::ack_delivered_frames() {
+  if (closed_ || aborted_ || crc_rx_.delivered() == crc_acked_)
+    return;
+  crc_acked_ = crc_rx_.delivered();
+  enqueue_control(wire::frame_kind::crc_ack, 0, {}, crc_acked_);
+}
+
+void link_actor::on_crc_nack(uint64_t index) {
+  if (aborted_ || closed_)
+    return;
+  std::string why;
+  auto* f = crc_tx_.on_nack(index, &why);
+  if (!f) {
+    fail(peer_name_ + " " + why + " (CRC recovery out of step)");
+    return;
+  }
+  MCCL_LOG(warn, peer_name_ << " found a CRC32C mismatch in " << chunk_text(f->header)
+                 << ": sending it again");
+  if (init_.recorder)
+    init_.recorder->reaction("retransmit", init_.peer, key_of(f->header),
+                             "link frame " + std::to_string(index) + " sent again after a NACK");
+  tx_item item;
+  wire::encode_header(f->header, item.header);
+  item.data = f->payload.data(); // kept until acked, which cannot precede its arrival
+  item.len = f->payload.size();
+  txq_.push_back(std::move(item));
+  last_activity_ = clock::now();
+  write_frames();
+  kick();
+}
+
+void link_actor::crc_give_up(const wire::frame_header& h, const std::string& why) {
+  crc_failed_ = true;
+  auto text = "CRC32C recovery failed on the link from rank " + std::to_string(init_.peer)
+              + " to rank " + std::to_string(init_.rank) + " (" + chunk_text(h) + "): " + why;
+  if (init_.recorder)
+    init_.recorder->reaction("crc_budget_exhausted", init_.peer, key_of(h), text);
+  MCCL_LOG(error, text);
+  // The communicator aborts: every rank, the sender included, learns why.
+  send(init_.progress, op_failed_atom::value, errc::protocol_error, text);
 }
 
 void link_actor::dispatch_data(rx_chunk chunk) {
@@ -582,7 +722,10 @@ void link_actor::fail(const std::string& why, bool graceful, uint64_t issued) {
   lost_ = !graceful;
   close_reason_ = why;
   txq_.clear(); // nothing more will be written: no pointer into caller memory survives
+  crc_tx_.clear();
   init_.conn->close();
+  if (init_.recorder)
+    init_.recorder->reaction(graceful ? "peer_finalized" : "link_down", init_.peer, {}, why);
   if (graceful)
     MCCL_LOG(info, why);
   else

@@ -58,7 +58,8 @@ const std::vector<std::string> expected_names = {
   "MCCL_TRANSPORT",      "MCCL_LOG_LEVEL",     "MCCL_LISTEN_ADDR",  "MCCL_IFNAME",
   "MCCL_PORT_BASE",      "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_ALGO",
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
-  "MCCL_HEARTBEAT_MS",   "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
+  "MCCL_HEARTBEAT_MS",   "MCCL_HEARTBEAT_MISSES", "MCCL_CRC_RETRIES", "MCCL_FAULTS",
+  "MCCL_FAULTS_REPORT",  "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
   "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_JOB_TOKEN",
 };
 
@@ -827,4 +828,26 @@ TEST(ProcessEnvironment, SnapshotsAllVariables) {
   ASSERT_EQ(env.count("MCCLTEST_PROBE"), 1u);
   EXPECT_EQ(env.at("MCCLTEST_PROBE"), "a=b=c");
   EXPECT_EQ(process_environment().count("MCCLTEST_PROBE"), 0u);
+}
+
+// ---- fault tolerance settings -------------------------------------------------
+
+TEST(ConfigFaultSettings, MissCountRejectsOneAndNamesTheVariable) {
+  EXPECT_EQ(resolve_config({}, {{"MCCL_HEARTBEAT_MISSES", "0"}}).heartbeat_misses, 0);
+  EXPECT_EQ(resolve_config({}, {{"MCCL_HEARTBEAT_MISSES", "7"}}).heartbeat_misses, 7);
+  EXPECT_EQ(resolve_config({}, {}).heartbeat_misses, 5);
+  auto msg = env_error({{"MCCL_HEARTBEAT_MISSES", "1"}});
+  EXPECT_NE(msg.find("MCCL_HEARTBEAT_MISSES"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("0 or between 2 and 1000"), std::string::npos) << msg;
+}
+
+TEST(ConfigFaultSettings, CrcRetriesAndScenarioPaths) {
+  auto cfg = resolve_config({}, {{"MCCL_CRC_RETRIES", "5"}, {"MCCL_FAULTS", "/tmp/s.json"},
+                                 {"MCCL_FAULTS_REPORT", "/tmp/r"}});
+  EXPECT_EQ(cfg.crc_retries, 5);
+  EXPECT_EQ(cfg.faults, "/tmp/s.json");
+  EXPECT_EQ(cfg.faults_report, "/tmp/r");
+  EXPECT_EQ(resolve_config({}, {}).crc_retries, 3);
+  auto msg = env_error({{"MCCL_CRC_RETRIES", "101"}});
+  EXPECT_NE(msg.find("MCCL_CRC_RETRIES=\"101\""), std::string::npos) << msg;
 }
