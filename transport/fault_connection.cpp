@@ -309,24 +309,36 @@ io_result fault_connection::apply(int index, const iovec* iov, int count, std::s
   consumed.bytes = frame_len;
   std::vector<uint8_t> frame(frame_len);
   copy_out(iov, count, 0, frame.data(), frame_len);
+  // A frame held back earlier goes right after this one (or, when this one
+  // is held back too, before it).
+  struct release_after {
+    fault_connection& self;
+    ~release_after() { self.release_held(true); }
+  };
   switch (f.kind) {
-    case fault_kind::drop:
+    case fault_kind::drop: {
+      release_after held{*this};
       record(r, &h, "frame dropped");
       frame_done();
       return consumed;
-    case fault_kind::duplicate:
+    }
+    case fault_kind::duplicate: {
+      release_after held{*this};
       record(r, &h, "frame sent twice");
       pending_.insert(pending_.end(), frame.begin(), frame.end());
       pending_.insert(pending_.end(), frame.begin(), frame.end());
       frame_done();
       return consumed;
+    }
     case fault_kind::reorder:
+      release_held(true);
       record(r, &h, "frame held back behind the next one");
       held_ = std::move(frame);
       held_since_ = now;
       frame_done();
       return consumed;
     case fault_kind::corrupt: {
+      release_after held{*this};
       uint8_t* payload = frame.data() + wire::header_size;
       std::string where;
       auto n = f.bytes ? f.bytes : f.bits;
