@@ -369,6 +369,8 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   pi.cfg = cfg;
   pi.watchdog = rt->watchdog;
   std::vector<transport::connection_ptr> conns;
+  // Before connecting: a bad scenario file fails fast, on every rank.
+  auto injector = o.world_size > 1 ? make_fault_injector(*p, o) : nullptr;
 
   if (o.world_size > 1) {
     store_ptr rendezvous = o.store;
@@ -422,7 +424,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     mo.key_prefix = prefix;
     conns = transport::build_tcp_mesh(rt->reactor->monitor(), mo);
     MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s)");
-    if (auto injector = make_fault_injector(*p, o)) {
+    if (injector) {
       for (int peer = 0; peer < o.world_size; ++peer)
         if (conns[peer])
           conns[peer] = injector->wrap(conns[peer], peer);

@@ -25,6 +25,8 @@ constexpr std::size_t max_early_bytes = std::size_t{2} << 30;
 /// takes the actor path anyway.
 constexpr std::size_t max_lent_early_bytes = 1u << 20;
 constexpr int max_iov = 32;
+/// How long finalize waits for the peer to ack our last CRC-checked frames.
+constexpr auto crc_shutdown_wait = std::chrono::milliseconds(500);
 } // namespace
 
 link_actor::link_actor(caf::actor_config& cfg, link_init init)
@@ -75,7 +77,17 @@ caf::behavior link_actor::make_behavior() {
       on_unpost(op_id);
       offer_if_idle();
     },
-    [this](shutdown_atom, uint64_t issued) {
+    [this](shutdown_atom, uint64_t issued) -> caf::result<bool> {
+      if (init_.crc && !closed_ && !aborted_ && crc_tx_.kept_frames() > 0) {
+        // The peer may still find a CRC mismatch in what we sent last and
+        // ask for it again: wait (bounded) until it acked everything.
+        shutdown_wait_ = make_response_promise<bool>();
+        shutdown_issued_ = issued;
+        shutdown_deadline_ = clock::now() + crc_shutdown_wait;
+        delayed_send(this, crc_shutdown_wait, returned_atom::value);
+        kick();
+        return shutdown_wait_;
+      }
       on_shutdown(issued);
       return true;
     },
@@ -379,12 +391,26 @@ void link_actor::hand_early_chunks_to_lease() {
   early_.clear();
 }
 
+void link_actor::finish_shutdown_when_acked() {
+  if (!shutdown_wait_.pending())
+    return;
+  if (!closed_ && !aborted_ && crc_tx_.kept_frames() > 0 && clock::now() < shutdown_deadline_)
+    return;
+  on_shutdown(shutdown_issued_);
+  shutdown_wait_.deliver(true);
+}
+
 void link_actor::poll() {
+  finish_shutdown_when_acked();
   if (closed_ || !have_connection())
     return;
   auto moved = read_frames();
-  if (init_.crc)
+  if (init_.crc) {
     ack_delivered_frames();
+    finish_shutdown_when_acked();
+    if (closed_)
+      return;
+  }
   if (!closed_)
     moved += write_frames();
   if (closed_)

@@ -101,6 +101,8 @@ private:
   void match_p2p();
   bool keep_early(std::size_t bytes, uint64_t seq, const char* what);
   void on_shutdown(uint64_t issued);
+  /// With CRC, finalize waits until the peer acked our frames (or a bound).
+  void finish_shutdown_when_acked();
   void on_tick();
 
   // ---- progress
@@ -199,6 +201,9 @@ private:
   crc_receiver crc_rx_;
   uint64_t crc_acked_ = 0;   ///< the count our last crc_ack carried
   bool crc_failed_ = false;  ///< recovery gave up: data frames are dropped
+  caf::response_promise shutdown_wait_; ///< finalize waiting for acks
+  uint64_t shutdown_issued_ = 0;
+  clock::time_point shutdown_deadline_;
 };
 
 } // namespace mccl::actors

@@ -183,7 +183,7 @@ fault_connection::fault_connection(connection_ptr inner, std::shared_ptr<fault_i
     bool timed = (f.kind == fault_kind::close || f.kind == fault_kind::stall) && !f.seq && !f.step
                  && !f.chunk;
     auto seed = mix(mix(mix(s.seed, i), static_cast<uint64_t>(me)), static_cast<uint64_t>(peer_));
-    rules_.push_back(rule{&f, i, std::mt19937_64(seed), 0, timed});
+    rules_.push_back(rule{&f, i, seed, 0, timed});
   }
 }
 
@@ -276,9 +276,20 @@ void fault_connection::frame_done() {
     decided_.pop_front();
 }
 
+std::mt19937_64 fault_connection::frame_rng(const rule& r, const wire::frame_header& h,
+                                            uint64_t salt) const {
+  auto id = mix(mix(mix(mix(r.seed, h.seq), (uint64_t{h.step} << 32) | h.chunk),
+                    (h.flags & wire::flag_p2p) ? 1 : 0),
+                occurrence_);
+  return std::mt19937_64(mix(id, salt));
+}
+
 int fault_connection::decide(const wire::frame_header& h) {
   if (h.kind != wire::frame_kind::data)
     return -1;
+  occurrence_ = 0;
+  if (h.flags & wire::flag_retransmit)
+    occurrence_ = ++resent_[std::make_tuple(h.seq, h.step, h.chunk)];
   injector_->on_data_frame(h);
   auto elapsed = clock::now() - injector_->started();
   for (std::size_t i = 0; i < rules_.size(); ++i) {
@@ -291,9 +302,11 @@ int fault_connection::decide(const wire::frame_header& h) {
       continue;
     // Drawn only for frames that match everything else, so the draws follow
     // the link's traffic, which the same program repeats run after run.
-    if (f.probability < 1.0
-        && std::uniform_real_distribution<double>(0.0, 1.0)(r.rng) >= f.probability)
-      continue;
+    if (f.probability < 1.0) {
+      auto rng = frame_rng(r, h, 0);
+      if (std::uniform_real_distribution<double>(0.0, 1.0)(rng) >= f.probability)
+        continue;
+    }
     ++r.fired;
     return static_cast<int>(i);
   }
@@ -339,17 +352,18 @@ io_result fault_connection::apply(int index, const iovec* iov, int count, std::s
       return consumed;
     case fault_kind::corrupt: {
       release_after held{*this};
+      auto rng = frame_rng(r, h, 1);
       uint8_t* payload = frame.data() + wire::header_size;
       std::string where;
       auto n = f.bytes ? f.bytes : f.bits;
       for (uint32_t k = 0; k < n; ++k) {
         if (f.bytes) {
-          auto pos = r.rng() % h.payload_len;
-          payload[pos] ^= static_cast<uint8_t>(1 + r.rng() % 255); // always a different value
+          auto pos = rng() % h.payload_len;
+          payload[pos] ^= static_cast<uint8_t>(1 + rng() % 255); // always a different value
           if (k < 8)
             where += (where.empty() ? "" : ", ") + std::to_string(pos);
         } else {
-          auto bit = r.rng() % (uint64_t{h.payload_len} * 8);
+          auto bit = rng() % (uint64_t{h.payload_len} * 8);
           payload[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
           if (k < 8)
             where += (where.empty() ? "" : ", ") + std::to_string(bit);
@@ -368,7 +382,7 @@ io_result fault_connection::apply(int index, const iovec* iov, int count, std::s
                                                 : "link stalled for "
                                                     + (f.ms ? std::to_string(f.ms) + " ms" : std::string("good")));
       hold_until_ = f.ms ? now + std::chrono::milliseconds(f.ms) : clock::time_point::max();
-      decided_.front() = -1; // the frame itself passes once the hold ends
+      decided_.front().first = -1; // the frame itself passes once the hold ends
       return io_result{};
     case fault_kind::close:
       record(r, &h, "connection closed");
@@ -421,9 +435,12 @@ io_result fault_connection::write_some(const iovec* iov, int count) {
       break;
     }
     auto len = wire::header_size + res.header.payload_len;
-    if (frame_no == decided_.size())
-      decided_.push_back(decide(res.header));
-    int fault = decided_[frame_no];
+    if (frame_no == decided_.size()) {
+      int rule_index = decide(res.header);
+      decided_.emplace_back(rule_index, occurrence_);
+    }
+    int fault = decided_[frame_no].first;
+    occurrence_ = decided_[frame_no].second;
     if (fault >= 0 || !held_.empty()) {
       if (!pieces.empty())
         break; // send the clean run first

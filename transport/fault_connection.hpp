@@ -26,6 +26,8 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <map>
+#include <tuple>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -84,13 +86,15 @@ public:
 private:
   using clock = fault_injector::clock;
 
-  /// One scenario fault that applies to this link, with its own generator
-  /// (seeded from the scenario's seed, the fault and the link, so runs with
-  /// the same seed and traffic inject the same faults).
+  /// One scenario fault that applies to this link. Its random draws for a
+  /// frame come from a generator seeded by the scenario's seed, the fault,
+  /// the link and the frame's identity (op seq, step, chunk, how often it
+  /// was sent before), so the same seed and program inject the same faults
+  /// whatever order the frames of different ops interleave in.
   struct rule {
     const fault_spec* spec;
     std::size_t index; ///< in the scenario
-    std::mt19937_64 rng;
+    uint64_t seed;     ///< of this fault on this link
     uint64_t fired = 0;
     bool timed; ///< close / stall with only after_ms: fires by the clock
   };
@@ -108,6 +112,8 @@ private:
   io_result closed_result() const;
   void wake_holder();
   void record(const rule& r, const wire::frame_header* h, const std::string& detail);
+  /// The generator of rule r's draws for frame h (salt: which use).
+  std::mt19937_64 frame_rng(const rule& r, const wire::frame_header& h, uint64_t salt) const;
 
   connection_ptr inner_;
   std::shared_ptr<fault_injector> injector_;
@@ -117,8 +123,12 @@ private:
 
   // Stream position: frames are numbered in the order they start.
   std::size_t cur_remaining_ = 0; ///< bytes of the current frame still to pass
-  std::deque<int> decided_;       ///< decisions of frames seen but not passed
+  /// Decisions (rule or -1, and the frame's occurrence) of frames seen but
+  /// not passed yet.
+  std::deque<std::pair<int, uint64_t>> decided_;
   bool raw_ = false;              ///< lost track of frames: pass everything
+  uint64_t occurrence_ = 0;       ///< of the frame at hand: 0 unless resent
+  std::map<std::tuple<uint64_t, uint32_t, uint32_t>, uint64_t> resent_; ///< retransmissions by chunk
 
   std::vector<uint8_t> pending_;  ///< decorator-owned bytes to send first
   std::size_t pending_off_ = 0;
