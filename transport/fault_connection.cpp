@@ -201,8 +201,8 @@ void fault_connection::wake_holder() {
   std::function<void()> r, w;
   {
     std::lock_guard<std::mutex> guard{wake_mutex_};
-    r = std::move(read_cb_);
-    w = std::move(write_cb_);
+    r = read_cb_;
+    w = write_cb_;
   }
   // The holder polls, and apply_timed_faults() acts on its thread.
   if (r)
@@ -243,6 +243,29 @@ void fault_connection::apply_timed_faults() {
                            + (r.spec->ms ? std::to_string(r.spec->ms) + " ms" : std::string("good")));
     }
   }
+}
+
+void fault_connection::wake_when_flushable() {
+  // The holder may think everything went out (the copies were reported
+  // written) and wait for reads only: wake it when the socket takes bytes,
+  // so its next call sends them.
+  if (pending_.empty() || flush_armed_.exchange(true))
+    return;
+  std::function<void()> cb;
+  {
+    std::lock_guard<std::mutex> guard{wake_mutex_};
+    cb = read_cb_ ? read_cb_ : write_cb_;
+  }
+  if (!cb) {
+    flush_armed_ = false;
+    return;
+  }
+  std::weak_ptr<fault_connection> weak = shared_from_this();
+  inner_->notify_when_ready(true, [weak, cb] {
+    if (auto self = weak.lock())
+      self->flush_armed_ = false;
+    cb();
+  });
 }
 
 bool fault_connection::flush(io_result& failure) {
@@ -403,8 +426,10 @@ io_result fault_connection::write_some(const iovec* iov, int count) {
     return io_result{};
   io_result failure;
   release_held(false);
-  if (!flush(failure))
+  if (!flush(failure)) {
+    wake_when_flushable();
     return failure;
+  }
   std::size_t total = 0;
   for (int i = 0; i < count; ++i)
     total += iov[i].iov_len;
@@ -448,15 +473,22 @@ io_result fault_connection::write_some(const iovec* iov, int count) {
         raw_ = true; // never happens with gather_frames: it queues whole frames
         break;
       }
-      if (fault >= 0)
-        return apply(fault, iov, count, len, res.header);
+      if (fault >= 0) {
+        auto r = apply(fault, iov, count, len, res.header);
+        // Copies go out now if the socket takes them: the holder may have
+        // nothing more to write and so no reason to call again.
+        if (!closed_by_fault_ && !pending_.empty() && clock::now() >= hold_until_ && !flush(failure))
+          wake_when_flushable();
+        return r;
+      }
       // The frame after a held one: it goes first, then the held one.
       std::vector<uint8_t> frame(len);
       copy_out(iov, count, 0, frame.data(), len);
       pending_.insert(pending_.end(), frame.begin(), frame.end());
       release_held(true);
       frame_done();
-      flush(failure);
+      if (!flush(failure))
+        wake_when_flushable();
       io_result consumed;
       consumed.bytes = len;
       return consumed;
@@ -501,7 +533,8 @@ io_result fault_connection::read_some(void* data, std::size_t len) {
   if (!pending_.empty() || !held_.empty()) {
     io_result ignored; // a failure shows on the next write
     release_held(false);
-    flush(ignored);
+    if (!flush(ignored))
+      wake_when_flushable();
   }
   return inner_->read_some(data, len);
 }

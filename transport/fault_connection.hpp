@@ -111,6 +111,7 @@ private:
   void frame_done();
   io_result closed_result() const;
   void wake_holder();
+  void wake_when_flushable();
   void record(const rule& r, const wire::frame_header* h, const std::string& detail);
   /// The generator of rule r's draws for frame h (salt: which use).
   std::mt19937_64 frame_rng(const rule& r, const wire::frame_header& h, uint64_t salt) const;
@@ -140,6 +141,7 @@ private:
 
   std::mutex wake_mutex_; ///< the holder's last callbacks, for the clock
   std::function<void()> read_cb_, write_cb_;
+  std::atomic<bool> flush_armed_{false};
 };
 
 } // namespace mccl::transport
