@@ -333,9 +333,15 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_COMPRESSION", "none"},       {"MCCL_TOPK_RATIO", "0.01"},
     {"MCCL_WORKER_THREADS", "3"},       {"MCCL_SPIN_US", "10"},
     {"MCCL_JOB_TOKEN", "abc"},          {"MCCL_ALGO", "broadcast=tree"},
-    {"MCCL_INLINE_BYTES", "4K"},
+    {"MCCL_INLINE_BYTES", "4K"},        {"MCCL_HEARTBEAT_MISSES", "4"},
+    {"MCCL_CRC_RETRIES", "6"},          {"MCCL_FAULTS", "/tmp/f.json"},
+    {"MCCL_FAULTS_REPORT", "/tmp/r"},
   };
   auto cfg = resolve_env(env);
+  EXPECT_EQ(cfg.heartbeat_misses, 4);
+  EXPECT_EQ(cfg.crc_retries, 6);
+  EXPECT_EQ(cfg.faults, "/tmp/f.json");
+  EXPECT_EQ(cfg.faults_report, "/tmp/r");
   EXPECT_EQ(cfg.transport, transport_kind::tcp);
   EXPECT_EQ(cfg.log_level, log_level::debug);
   EXPECT_EQ(cfg.listen_addr, "127.0.0.1");
@@ -445,6 +451,13 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_SPIN_US", "1000001"},
   {"MCCL_SPIN_US", "x"},
   {"MCCL_SPIN_US", "1.5"},
+  {"MCCL_HEARTBEAT_MISSES", "1"},
+  {"MCCL_HEARTBEAT_MISSES", "-1"},
+  {"MCCL_HEARTBEAT_MISSES", "1001"},
+  {"MCCL_HEARTBEAT_MISSES", "x"},
+  {"MCCL_CRC_RETRIES", "101"},
+  {"MCCL_CRC_RETRIES", "-1"},
+  {"MCCL_CRC_RETRIES", ""},
 };
 
 TEST(ConfigInvalid, EveryBadEnvValueNamesVariableValueAndAllowed) {
@@ -469,7 +482,10 @@ TEST(ConfigInvalid, EveryVariableHasABadCase) {
   for (const auto& name : expected_names) {
     // Covered by their own tests: the token is secret; MCCL_ALGO errors point at
     // the offending token instead of repeating the grammar (algo_spec_test.cpp).
-    bool found = name == "MCCL_JOB_TOKEN" || name == "MCCL_ALGO";
+    // MCCL_FAULTS and MCCL_FAULTS_REPORT are any path: a bad scenario file
+    // is refused when it is read (fault_scenario_test.cpp).
+    bool found = name == "MCCL_JOB_TOKEN" || name == "MCCL_ALGO" || name == "MCCL_FAULTS"
+                 || name == "MCCL_FAULTS_REPORT";
     for (const auto& bad : bad_cases)
       found = found || bad.name == name;
     EXPECT_TRUE(found) << name;
