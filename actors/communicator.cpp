@@ -447,6 +447,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   ii.progress = p->progress;
   ii.shared = p->shared;
   ii.peers.resize(static_cast<std::size_t>(o.world_size));
+  ii.recorder = p->fault_report;
   for (int peer = 0; peer < o.world_size; ++peer) {
     if (!conns.empty() && conns[peer]) {
       actors::link_init li;

@@ -171,12 +171,16 @@ private:
         c->out.push_back(f);
       }
       auto limit = init_.cfg.heartbeat * init_.cfg.heartbeat_misses;
-      if (init_.cfg.heartbeat_misses > 0 && now - c->last_rx >= limit)
-        lose(*c, c->name + " sent nothing for "
+      if (init_.cfg.heartbeat_misses > 0 && now - c->last_rx >= limit) {
+        auto why = c->name + " sent nothing for "
                    + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - c->last_rx).count())
                    + " ms (MCCL_HEARTBEAT_MS=" + std::to_string(init_.cfg.heartbeat.count())
                    + " x MCCL_HEARTBEAT_MISSES=" + std::to_string(init_.cfg.heartbeat_misses)
-                   + "): declared dead (frozen, stopped or cut off)");
+                   + "): declared dead (frozen, stopped or cut off)";
+        if (init_.recorder)
+          init_.recorder->reaction("heartbeat_dead", c->peer, {}, why);
+        lose(*c, why);
+      }
     }
   }
 

@@ -255,6 +255,9 @@ void link_actor::on_abort(int origin, const std::string& reason, errc code) {
   if (aborted_ || closed_)
     return;
   aborted_ = true;
+  if (init_.recorder)
+    init_.recorder->reaction("abort_sent", init_.peer, {},
+                             "ABORT (origin rank " + std::to_string(origin) + "): " + reason);
   purge_queued_data();
   crc_tx_.clear(); // after the purge: a frame on the wire was copied out of it
   // The error code travels in the step field, so peers report the same kind

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +32,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from faults_test import MCCL_CHECK, STARTUP_TIMEOUT, Rank, free_port  # noqa: E402
 
+MCCLFAULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "mcclfaults")
 # Every run ends well within this; a rank still running then is a hang.
 RUN_BOUND = 60.0
 # Quick liveness settings: a silent peer is dead after 200 ms x 5.
@@ -212,6 +214,7 @@ class ScenarioTest(unittest.TestCase):
         self.assertIsNotNone(frozen, ranks[1].describe())
         self.check_declared_dead([ranks[0]], 1, frozen[0])
         self.assertEqual(self.report(1)["faults"][0]["kind"], "freeze")
+        self.assertIn("heartbeat_dead", [x["kind"] for x in self.report(0)["reactions"]])
 
     def test_crash_scenario_survivors_name_the_rank(self):
         path = self.scenario("crash", [{"kind": "crash", "rank": 2, "seq": 25, "exit_code": 99}])
@@ -224,6 +227,16 @@ class ScenarioTest(unittest.TestCase):
             kinds = [x["kind"] for x in self.report(r.rank)["reactions"]]
             self.assertTrue({"link_down", "peer_abort"} & set(kinds), kinds)
         self.assertEqual(self.report(2)["faults"][0]["kind"], "crash")
+        # The merged timeline gives the survivors' detection latency.
+        merged = subprocess.run([sys.executable, MCCLFAULTS, os.path.join(self.tmp, "report"), "--json"],
+                                capture_output=True, text=True, timeout=30)
+        self.assertEqual(merged.returncode, 0, merged.stderr)
+        crash = json.loads(merged.stdout)["faults"][0]
+        self.assertEqual(crash["kind"], "crash")
+        self.assertIn(crash["detected_by"]["rank"], (0, 1), crash)
+        self.assertTrue(0 <= crash["detected_by"]["latency_ms"] < RUN_BOUND * 1000, crash)
+        print(f"  crash of rank 2 detected by rank {crash['detected_by']['rank']} after "
+              f"{crash['detected_by']['latency_ms']} ms", file=sys.stderr)
 
     def test_same_seed_same_faults(self):
         def faults(seed, tag):
