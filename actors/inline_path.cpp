@@ -80,8 +80,13 @@ public:
 
   void run(clock::time_point deadline) {
     auto idle_since = clock::now();
-    for (auto* c : channels_)
-      c->last_rx = c->last_tx = idle_since;
+    auto next_keep_alive = idle_since + init_.cfg.heartbeat / 4;
+    for (auto* c : channels_) {
+      // The link watched the peer until it lent us the connection.
+      auto seen = c->link->lease->last_rx;
+      c->last_rx = seen == clock::time_point{} ? idle_since : std::min(seen, idle_since);
+      c->last_tx = idle_since;
+    }
     start_op();
     while (!reported()) {
       bool moved = false;
@@ -97,6 +102,12 @@ public:
         break;
       }
       auto now = clock::now();
+      // By the clock, not by idleness: frames arriving (a peer's own
+      // heartbeats) must not keep us from sending ours.
+      if (now >= next_keep_alive) {
+        keep_alive(now);
+        next_keep_alive = now + init_.cfg.heartbeat / 4;
+      }
       // Like the progress actor, give an ABORT that explains a lost
       // connection (naming the rank that really failed) time to arrive.
       if (!moved && lost_peer_ >= 0 && now >= lost_at_ + loss_grace) {
@@ -107,8 +118,6 @@ public:
         idle_since = now;
         continue;
       }
-      if (!moved && now - idle_since >= init_.cfg.heartbeat / 2)
-        keep_alive(now);
       if (now >= deadline) {
         fail(errc::timeout,
              "timed out after MCCL_TIMEOUT_MS=" + std::to_string(init_.cfg.timeout.count()) + " ms");
@@ -400,6 +409,7 @@ bool inline_path::try_run(op_request& op) {
       if (!c)
         continue;
       auto& lease = *c->link->lease;
+      lease.last_rx = c->last_rx;
       lease.unread.assign(c->theirs.begin(), c->theirs.end());
       lease.unread.insert(lease.unread.end(), c->in.begin() + static_cast<std::ptrdiff_t>(c->in_begin),
                           c->in.begin() + static_cast<std::ptrdiff_t>(c->in_end));

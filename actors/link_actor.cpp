@@ -302,17 +302,22 @@ void link_actor::on_tick() {
 void link_actor::check_peer_alive(clock::time_point now) {
   if (closed_ || init_.heartbeat_misses == 0)
     return;
-  // While the inline path has the connection it reads (and checks) the
-  // peer itself.
-  if (init_.lease && offered_ && !have_connection())
-    return;
   auto limit = init_.heartbeat * init_.heartbeat_misses;
   if (now - last_rx_ < limit)
     return;
+  // While the inline path has the connection it watches the peer itself.
+  bool was_offered = init_.lease && offered_;
+  if (was_offered && !have_connection())
+    return;
   // This worker may simply have been busy: read what is there first.
   read_frames();
-  if (closed_ || clock::now() - last_rx_ < limit)
+  if (closed_)
     return;
+  if (clock::now() - last_rx_ < limit) {
+    if (was_offered)
+      kick(); // parks again, offering the connection
+    return;
+  }
   auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - last_rx_);
   auto why = peer_name_ + " sent nothing for " + std::to_string(silent.count())
              + " ms (MCCL_HEARTBEAT_MS=" + std::to_string(init_.heartbeat.count())
@@ -339,7 +344,7 @@ bool link_actor::have_connection() {
     return false;
   offered_ = false;
   // The inline path read (and watched) the peer while it had the connection.
-  last_rx_ = clock::now();
+  last_rx_ = std::max(last_rx_, init_.lease->last_rx);
   // What the inline path left: a frame it could not finish writing goes out
   // first; bytes it read past its own frames are parsed before new ones.
   auto& lease = *init_.lease;
@@ -447,6 +452,7 @@ void link_actor::park() {
   }
   if (lend && !offered_) {
     hand_early_chunks_to_lease();
+    init_.lease->last_rx = last_rx_;
     offered_ = true;
     init_.lease->offer();
   }

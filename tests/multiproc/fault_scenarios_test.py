@@ -10,7 +10,8 @@ real processes over loopback TCP, with the mccl_check rank program:
 * drop, delay, reorder and duplicate give correct results or a clear error,
   never a hang or a wrong result;
 * a rank stopped with SIGSTOP (no scenario), or frozen by one, is declared
-  dead by the others after MCCL_HEARTBEAT_MS x MCCL_HEARTBEAT_MISSES;
+  dead by the others after MCCL_HEARTBEAT_MS x MCCL_HEARTBEAT_MISSES, while
+  a rank that is merely slow to issue its ops is not;
 * a rank crashed by a scenario is named by the survivors;
 * the same seed injects the same faults; a malformed scenario is refused.
 
@@ -205,6 +206,15 @@ class ScenarioTest(unittest.TestCase):
         stopped_at = time.monotonic()
         os.killpg(ranks[1].proc.pid, signal.SIGSTOP)
         self.check_declared_dead([ranks[0], ranks[2]], 1, stopped_at)
+
+    def test_slow_but_live_rank_is_not_declared_dead(self):
+        # Rank 1 computes for 2.5 s before each op while the others wait in
+        # it: its links keep sending heartbeats, so nobody gives up on it.
+        ranks = self.start(3, ["late-rank", "2500"], env=dict(HEARTBEAT, MCCL_TIMEOUT_MS="60000"))
+        self.finish(ranks)
+        for r in ranks:
+            self.assertEqual(r.returncode, 0, r.describe())
+            self.assertNotIn("declared dead", r.output("stderr"), r.describe())
 
     def test_freeze_scenario_is_declared_dead(self):
         path = self.scenario("freeze", [{"kind": "freeze", "rank": 1, "seq": 25}])

@@ -9,6 +9,9 @@
 //   mccl_check barrier               nobody leaves before everybody entered
 //   mccl_check stress COUNT          allreduce in a loop until an op fails;
 //                                    prints "op failed after N ms: <error>"
+//   mccl_check late-rank MS          rank 1 computes (sleeps) MS before each
+//                                    allreduce (count 1, then 262147): a slow
+//                                    but live rank must not be declared dead
 //   mccl_check finalize-alone        rank 1 exits at once; rank 0 waits until
 //                                    the link is gone, then finalizes
 //
@@ -161,6 +164,16 @@ int run_stress(mccl::communicator& comm, std::size_t count) {
   }
 }
 
+int run_late_rank(mccl::communicator& comm, std::size_t ms) {
+  for (std::size_t count : {std::size_t{1}, std::size_t{262147}}) {
+    if (comm.rank() == 1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    check_allreduce<float>(comm, count, mccl::redop::sum, true);
+  }
+  std::printf("rank %d: late-rank: %d failure(s)\n", comm.rank(), failures);
+  return failures ? 1 : 0;
+}
+
 int run_finalize_alone(mccl::communicator& comm) {
   comm.barrier().wait();
   if (comm.rank() != 0) {
@@ -264,6 +277,7 @@ int main(int argc, char** argv) {
     else if (mode == "ops") rc = run_ops(comm, counts);
     else if (mode == "stress") rc = run_stress(comm, counts.empty() ? (1u << 22) : counts[0]);
     else if (mode == "finalize-alone") rc = run_finalize_alone(comm);
+    else if (mode == "late-rank") rc = run_late_rank(comm, counts.empty() ? 3000 : counts[0]);
     else std::fprintf(stderr, "mccl_check: unknown mode %s\n", mode.c_str());
     comm.finalize();
     return rc;
