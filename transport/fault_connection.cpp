@@ -249,22 +249,16 @@ void fault_connection::wake_when_flushable() {
   // The holder may think everything went out (the copies were reported
   // written) and wait for reads only: wake it when the socket takes bytes,
   // so its next call sends them.
+  // Arming write replaces a write notification the holder asked for, so
+  // this one wakes the holder for both (a spurious wake-up only polls).
   if (pending_.empty() || flush_armed_.exchange(true))
     return;
-  std::function<void()> cb;
-  {
-    std::lock_guard<std::mutex> guard{wake_mutex_};
-    cb = read_cb_ ? read_cb_ : write_cb_;
-  }
-  if (!cb) {
-    flush_armed_ = false;
-    return;
-  }
   std::weak_ptr<fault_connection> weak = shared_from_this();
-  inner_->notify_when_ready(true, [weak, cb] {
-    if (auto self = weak.lock())
+  inner_->notify_when_ready(true, [weak] {
+    if (auto self = weak.lock()) {
       self->flush_armed_ = false;
-    cb();
+      self->wake_holder();
+    }
   });
 }
 
@@ -563,18 +557,22 @@ void fault_connection::notify_when_ready(bool want_write, std::function<void()> 
   // The holder is about to wait: what the decorator still owns must not
   // wait with it.
   release_held(true);
+  if (want_write)
+    flush_armed_ = false; // the holder's own arm replaces ours; it calls us again
+  inner_->notify_when_ready(want_write, std::move(ready));
   if (!pending_.empty() && now >= hold_until_) {
     io_result ignored;
-    if (!flush(ignored) && ignored.error.empty()) {
-      inner_->notify_when_ready(true, std::move(ready));
-      return;
-    }
+    if (!flush(ignored) && ignored.error.empty())
+      wake_when_flushable();
   }
-  inner_->notify_when_ready(want_write, std::move(ready));
 }
 
 void fault_connection::close() {
   inner_->close();
+  // The callbacks hold the holder (a link actor): let it go.
+  std::lock_guard<std::mutex> guard{wake_mutex_};
+  read_cb_ = nullptr;
+  write_cb_ = nullptr;
 }
 
 } // namespace mccl::transport

@@ -260,7 +260,7 @@ int run_ops(mccl::communicator& comm, const std::vector<std::size_t>& counts) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: mccl_check allreduce|broadcast|barrier|stress|finalize-alone [COUNT...]\n");
+    std::fprintf(stderr, "usage: mccl_check allreduce|broadcast|barrier|ops|stress|late-rank|finalize-alone [COUNT...]\n");
     return 2;
   }
   std::string mode = argv[1];
