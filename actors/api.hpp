@@ -178,6 +178,13 @@ public:
     return recv(data, count, dtype_of<T>(), peer, tag);
   }
 
+  /// Non-blocking: the peers, in rank order, from which a message with
+  /// `tag` has arrived that no posted receive has claimed yet. A receive
+  /// from such a peer then gets one (unless a receive from another thread
+  /// claims it first). This is how a caller receives from any source: probe
+  /// until some peer has a message, then receive from it.
+  std::vector<int> probe(uint32_t tag);
+
   // ---- groups -----------------------------------------------------------
 
   /// A collective over this communicator: ranks passing the same `color`
@@ -185,6 +192,18 @@ public:
   /// color joins none and gets an empty handle (valid() is false). The new
   /// communicator has its own links and sequence numbers.
   communicator split(int color, int key);
+
+  /// After ranks failed (or to leave some out on purpose): the ranks not in
+  /// `excluded` form a new communicator in the same processes, ordered as
+  /// here (new rank = place among the survivors), with this one's
+  /// settings. Every survivor calls it with the same set; it is not an op of
+  /// this communicator (which may have aborted) and needs nothing from the
+  /// excluded ranks. The survivors meet in this communicator's rendezvous
+  /// store: the default one lives in rank 0's process, so rank 0 can be
+  /// excluded only when the communicator was created with a store of your
+  /// own. Bounded by MCCL_CONNECT_TIMEOUT_MS; returns once every survivor
+  /// has connected. Finalize this communicator when you no longer need it.
+  communicator shrink(const std::vector<int>& excluded);
 
   /// False for an empty handle (a default-constructed one, or split with a
   /// negative color).

@@ -30,8 +30,12 @@ struct communicator::impl {
   uint32_t comm_id = 0;
   std::string master_addr;
   store_ptr rendezvous; ///< kept for split(): sub-communicators meet here
-  std::unique_ptr<tcp_store_server> store_server;
+  /// Rank 0's rendezvous store server; shared with communicators shrunk
+  /// from this one, which still meet there after this one is finalized.
+  std::shared_ptr<tcp_store_server> store_server;
   caf::actor progress;
+  /// Link actor per peer (null for this rank), for probe().
+  std::vector<caf::actor> links;
   std::shared_ptr<actors::comm_shared> shared;
   /// Small ops run on the caller's thread when nothing else is in flight.
   std::unique_ptr<actors::inline_path> inline_ops;
@@ -43,6 +47,7 @@ struct communicator::impl {
   std::mutex finalize_mutex;
   std::atomic<bool> finalized{false};
   std::atomic<uint64_t> splits{0};
+  std::atomic<uint64_t> shrinks{0};
   /// Fault injection (MCCL_FAULTS or comm_options::faults); null: none.
   std::shared_ptr<transport::fault_recorder> fault_report;
 
@@ -242,13 +247,31 @@ std::string random_token() {
   return out;
 }
 
-boost::asio::ip::address choose_listen_address(const config& cfg, const std::string& master_addr) {
-  if (!cfg.listen_addr.empty())
-    return boost::asio::ip::make_address(cfg.listen_addr);
-  if (!cfg.ifname.empty())
-    return transport::address_for_ifname(cfg.ifname);
+transport::listen_choice choose_listen_addresses(const config& cfg, const std::string& master_addr, int rank) {
   auto master = transport::resolve_host(master_addr.empty() ? "127.0.0.1" : master_addr, "MASTER_ADDR");
-  return transport::address_routing_to(master);
+  auto choice = transport::choose_listen_addresses(cfg.listen_addr, cfg.ifname, master,
+                                                   transport::local_interfaces());
+  MCCL_LOG(info, "rank " << rank << " listens on " << choice.addresses.front().to_string() << ": "
+                         << choice.reason);
+  return choice;
+}
+
+/// The id of a communicator derived from `parent`: every member computes
+/// the same one from values they all agree on (FNV-1a over them), and it
+/// differs from the parent's, so frames and store keys never mix.
+uint32_t derived_comm_id(uint32_t parent, std::initializer_list<uint64_t> values) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= (v >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(parent);
+  for (uint64_t v : values)
+    mix(v);
+  auto id = static_cast<uint32_t>(h ^ (h >> 32));
+  return id == parent ? id + 1 : id;
 }
 
 config_overrides merged(const config_overrides& a, const config_overrides& b) {
@@ -368,6 +391,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   pi.comm_id = o.comm_id;
   pi.cfg = cfg;
   pi.watchdog = rt->watchdog;
+  pi.shared->recorder = std::make_shared<actors::flight_recorder>(cfg.flight_recorder);
   std::vector<transport::connection_ptr> conns;
   // Before connecting: a bad scenario file fails fast, on every rank.
   auto injector = o.world_size > 1 ? make_fault_injector(*p, o) : nullptr;
@@ -388,7 +412,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
                                             + ": expected a port in 1..65535");
       if (o.rank == 0) {
         auto addr = transport::resolve_host(o.master_addr, "MASTER_ADDR");
-        p->store_server = std::make_unique<tcp_store_server>(
+        p->store_server = std::make_shared<tcp_store_server>(
           rt->reactor->io(), boost::asio::ip::tcp::endpoint(addr, static_cast<unsigned short>(o.master_port)));
       }
       rendezvous = std::make_shared<tcp_store_client>(o.master_addr,
@@ -416,7 +440,9 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     mo.world = o.world_size;
     mo.comm_id = o.comm_id;
     mo.token = token;
-    mo.listen_addr = choose_listen_address(cfg, o.master_addr);
+    auto listen = choose_listen_addresses(cfg, o.master_addr, o.rank);
+    mo.listen_addr = listen.addresses.front();
+    mo.advertise_addr = listen.advertised.front();
     mo.listen_port = static_cast<unsigned short>(cfg.port_base == 0 ? 0 : cfg.port_base + o.rank);
     mo.connect_timeout = cfg.connect_timeout;
     mo.socket_buffer_bytes = cfg.socket_buffer_bytes;
@@ -480,6 +506,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   }
   if (!conns.empty())
     p->inline_ops = std::make_unique<actors::inline_path>(std::move(ii));
+  p->links = links;
   // Sent from this thread before any submit, so the progress actor has its
   // links before the first op arrives (mailboxes keep per-sender order).
   caf::anon_send(p->progress, std::move(links));
@@ -602,6 +629,30 @@ work communicator::recv(void* data, std::size_t count, dtype type, int peer, uin
   return checked().submit(std::move(r));
 }
 
+std::vector<int> communicator::probe(uint32_t tag) {
+  auto& p = checked();
+  if (p.finalized.load())
+    throw error(errc::finalized, "probe on rank " + std::to_string(p.rank)
+                                   + ": the communicator was finalized");
+  std::vector<int> ready;
+  caf::scoped_actor self{*p.rt->system};
+  for (int peer = 0; peer < p.world; ++peer) {
+    const auto& link = p.links.empty() ? caf::actor{} : p.links[static_cast<std::size_t>(peer)];
+    if (!link)
+      continue;
+    // A link answers from its mailbox at once; the bound only guards a
+    // link that has already stopped.
+    self->request(link, std::chrono::seconds(5), actors::probe_atom::value, tag)
+      .receive([&](bool has) { if (has) ready.push_back(peer); },
+               [&](caf::error& e) {
+                 throw error(errc::peer_lost, "probe on rank " + std::to_string(p.rank)
+                                                + ": the link to rank " + std::to_string(peer)
+                                                + " did not answer: " + caf::to_string(e));
+               });
+  }
+  return ready;
+}
+
 communicator communicator::split(int color, int key) {
   auto& p = checked();
   // The groups meet in the rendezvous store served by rank 0 of this
@@ -633,15 +684,7 @@ communicator communicator::split(int color, int key) {
       o.rank = i;
   // Every member derives the same id from (parent, how many splits before
   // this one, color); frames and store keys of the new group carry it.
-  uint64_t h = 1469598103934665603ull;
-  for (uint64_t v : {uint64_t{p.comm_id}, index, static_cast<uint64_t>(color)})
-    for (int b = 0; b < 8; ++b) {
-      h ^= (v >> (8 * b)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  o.comm_id = static_cast<uint32_t>(h ^ (h >> 32));
-  if (o.comm_id == p.comm_id)
-    ++o.comm_id;
+  o.comm_id = derived_comm_id(p.comm_id, {index, static_cast<uint64_t>(color)});
   o.store = p.rendezvous;
   o.master_addr = p.master_addr;
   o.overrides = p.overrides;
@@ -656,6 +699,62 @@ communicator communicator::split(int color, int key) {
     failed = std::current_exception();
   }
   return finish_split(std::move(sub), failed);
+}
+
+communicator communicator::shrink(const std::vector<int>& excluded) {
+  auto& p = checked();
+  std::vector<bool> gone(static_cast<std::size_t>(p.world), false);
+  std::string listed;
+  for (int r : excluded) {
+    if (r < 0 || r >= p.world)
+      throw error(errc::invalid_argument, "shrink on rank " + std::to_string(p.rank) + ": excluded rank "
+                                            + std::to_string(r) + " is outside the communicator of "
+                                            + std::to_string(p.world) + " ranks");
+    if (r == p.rank)
+      throw error(errc::invalid_argument, "shrink on rank " + std::to_string(p.rank)
+                                            + ": this rank is in the excluded set; only the "
+                                              "surviving ranks call shrink");
+    if (!gone[r])
+      listed += (listed.empty() ? "" : ", ") + std::to_string(r);
+    gone[r] = true;
+  }
+  // The survivors meet in this communicator's rendezvous store. The default
+  // one is served by rank 0's process: without it nobody can meet.
+  if (gone[0] && std::dynamic_pointer_cast<tcp_store_client>(p.rendezvous))
+    throw error(errc::invalid_argument,
+                "shrink on rank " + std::to_string(p.rank) + ": rank 0 is excluded, but it serves the "
+                "rendezvous store at MASTER_ADDR:MASTER_PORT where the survivors would meet; create "
+                "the communicator with a store of your own (comm_options::store) to survive rank 0");
+  comm_options o;
+  o.world_size = 0;
+  uint64_t mask_hash = 0;
+  for (int r = 0; r < p.world; ++r) {
+    if (gone[r]) {
+      mask_hash = mask_hash * 1000003 + static_cast<uint64_t>(r) + 1;
+      continue;
+    }
+    if (r == p.rank)
+      o.rank = o.world_size;
+    ++o.world_size;
+  }
+  auto index = p.shrinks.fetch_add(1);
+  // Split indices are small; shrinks count from the top so the two never meet.
+  o.comm_id = derived_comm_id(p.comm_id, {~index, mask_hash});
+  o.store = p.rendezvous;
+  o.master_addr = p.master_addr;
+  o.overrides = p.overrides;
+  MCCL_LOG(warn, "shrink " << index << " of communicator " << p.comm_id << " without rank(s) " << listed
+                           << " -> communicator " << o.comm_id << ", rank " << o.rank << " of "
+                           << o.world_size);
+  if (o.world_size > 1 && !o.store)
+    throw error(errc::internal, "shrink on rank " + std::to_string(p.rank)
+                                  + ": this communicator has no rendezvous store");
+  auto sub = detail::make_communicator(p.rt, o, true);
+  sub.impl_->store_server = p.store_server;
+  // Nobody returns (and perhaps finalizes this communicator, taking rank 0's
+  // store down) before every survivor has connected.
+  sub.barrier().wait();
+  return sub;
 }
 
 void communicator::abort(const std::string& reason) {

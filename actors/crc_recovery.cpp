@@ -98,10 +98,24 @@ crc_receiver::outcome crc_receiver::on_frame(rx_chunk chunk, bool crc_ok) {
   return out;
 }
 
+void crc_receiver::skip() {
+  auto index = next_index_++;
+  if (held_.empty()) {
+    ++delivered_;
+    return;
+  }
+  slot s;
+  s.index = index;
+  s.have = true;
+  s.drop = true;
+  held_.push_back(std::move(s));
+}
+
 void crc_receiver::release(outcome& out) {
   while (!held_.empty() && held_.front().have) {
     ++delivered_;
-    out.deliver.push_back(std::move(held_.front().chunk));
+    if (!held_.front().drop)
+      out.deliver.push_back(std::move(held_.front().chunk));
     held_.pop_front();
   }
 }

@@ -80,6 +80,11 @@ public:
   /// `crc_ok`: whether the frame's CRC matched. `chunk.header` has the flags.
   outcome on_frame(rx_chunk chunk, bool crc_ok);
 
+  /// A frame that arrived but is not wanted any more (its op ended while it
+  /// was read, see link_actor::stop_landing): it keeps its number and is
+  /// acked, never delivered.
+  void skip();
+
   /// Frames delivered so far: what to ack.
   uint64_t delivered() const noexcept { return delivered_; }
   /// Frames waiting behind a missing one.
@@ -89,6 +94,7 @@ private:
   struct slot {
     uint64_t index = 0;
     bool have = false;
+    bool drop = false; ///< skip(): counted, not delivered
     int attempts = 0;
     rx_chunk chunk;
   };

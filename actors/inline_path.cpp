@@ -461,6 +461,8 @@ bool inline_path::try_run(op_request& op) {
   std::string why;
   auto [name, factory] = select_algorithm(op, init_.world, init_.cfg, &why);
   op.algorithm = name;
+  auto& recorder = init_.shared->recorder;
+  uint64_t ticket = recorder ? recorder->started(recorded_op(op, init_.world, name, true)) : 0;
   errc code = errc::none;
   std::string message;
   bool abort_communicator = false;
@@ -482,6 +484,12 @@ bool inline_path::try_run(op_request& op) {
     abort_communicator = run.progress_must_abort();
   }
   give_back();
+  if (recorder) {
+    recorder->ended(ticket, code == errc::none ? flight_recorder::state::done
+                                               : flight_recorder::state::failed);
+    if (code == errc::timeout) // as on the actor path (progress_actor::with_progress_note)
+      message += " (" + recorder->progress_note() + ")";
+  }
   if (code != errc::none && (abort_communicator || !factory))
     caf::anon_send(init_.progress, op_failed_atom::value, code, message);
 

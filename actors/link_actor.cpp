@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace mccl::actors {
 
@@ -45,9 +46,13 @@ caf::behavior link_actor::make_behavior() {
   park();
   return {
     [this](send_atom, tx_request& req, caf::actor& notify) { on_send(req, std::move(notify)); },
-    [this](route_atom, uint64_t seq, caf::actor& c) { on_route(seq, std::move(c)); },
+    [this](route_atom, uint64_t seq, caf::actor& c, std::shared_ptr<landing_map>& landing) {
+      on_route(seq, std::move(c), std::move(landing));
+    },
     [this](unroute_atom, uint64_t seq) {
+      stop_landing(&seq);
       routes_.erase(seq);
+      landings_.erase(seq);
       auto i = early_.find(seq);
       if (i != early_.end()) {
         for (auto& c : i->second)
@@ -72,6 +77,13 @@ caf::behavior link_actor::make_behavior() {
     },
     [this](post_recv_atom, uint32_t tag, uint64_t op_id, caf::actor& receiver) {
       on_post_recv(tag, op_id, std::move(receiver));
+    },
+    [this](probe_atom, uint32_t tag) {
+      // A message of `tag` that no posted receive has claimed yet.
+      for (const auto& entry : unexpected_)
+        if (entry.second.tag == tag)
+          return true;
+      return false;
     },
     [this](unpost_atom, uint64_t op_id) {
       on_unpost(op_id);
@@ -100,6 +112,7 @@ void link_actor::on_exit() {
   closed_ = true;
   init_.conn.reset();
   routes_.clear();
+  landings_.clear();
   early_.clear();
   // The progress actor holds this link and this link holds it: drop our
   // side, or the pair keeps each other (and the watchdog) alive forever.
@@ -152,15 +165,19 @@ void link_actor::on_send(tx_request& req, caf::actor notify) {
   kick();
 }
 
-void link_actor::on_route(uint64_t seq, caf::actor c) {
+void link_actor::on_route(uint64_t seq, caf::actor c, std::shared_ptr<landing_map> landing) {
   auto i = early_.find(seq);
   if (i != early_.end()) {
     for (auto& chunk : i->second) {
       early_bytes_ -= chunk.header.payload_len;
+      if (landing)
+        landing->passed_on(init_.peer, chunk.header);
       send(c, chunk_atom::value, std::move(chunk));
     }
     early_.erase(i);
   }
+  if (landing)
+    landings_[seq] = std::move(landing);
   routes_[seq] = std::move(c);
   last_activity_ = clock::now();
   kick();
@@ -260,6 +277,8 @@ void link_actor::on_abort(int origin, const std::string& reason, errc code) {
                              "ABORT (origin rank " + std::to_string(origin) + "): " + reason);
   purge_queued_data();
   crc_tx_.clear(); // after the purge: a frame on the wire was copied out of it
+  stop_landing(nullptr);
+  landings_.clear();
   // The error code travels in the step field, so peers report the same kind
   // of failure (a desync stays a desync everywhere).
   enqueue_control(wire::frame_kind::abort, static_cast<uint32_t>(origin), wire::encode_text(reason),
@@ -477,13 +496,15 @@ std::size_t link_actor::read_frames() {
         cur_ = res.header;
         stage_begin_ += wire::header_size;
         cur_have_ = 0;
-        cur_buf_ = cur_.payload_len > 0 ? init_.pool->acquire(cur_.payload_len) : nullptr;
+        cur_land_ = land(cur_);
+        cur_discard_ = false;
+        cur_buf_ = cur_.payload_len > 0 && !cur_land_ ? init_.pool->acquire(cur_.payload_len) : nullptr;
         in_payload_ = true;
         if (cur_.payload_len == 0)
           frame_complete();
       } else {
         auto n = std::min<std::size_t>(avail, cur_.payload_len - cur_have_);
-        std::memcpy(cur_buf_.get() + cur_have_, stage_.data() + stage_begin_, n);
+        std::memcpy(payload_at(), stage_.data() + stage_begin_, n);
         cur_have_ += n;
         stage_begin_ += n;
         if (cur_have_ == cur_.payload_len)
@@ -504,7 +525,7 @@ std::size_t link_actor::read_frames() {
     transport::io_result r;
     bool direct = in_payload_ && stage_end_ == 0 && cur_.payload_len - cur_have_ >= direct_read_min;
     if (direct)
-      r = init_.conn->read_some(cur_buf_.get() + cur_have_, cur_.payload_len - cur_have_);
+      r = init_.conn->read_some(payload_at(), cur_.payload_len - cur_have_);
     else
       r = init_.conn->read_some(stage_.data() + stage_end_, stage_.size() - stage_end_);
     if (r.bytes > 0) {
@@ -534,6 +555,14 @@ void link_actor::frame_complete() {
   in_payload_ = false;
   auto h = cur_;
   auto buf = std::move(cur_buf_);
+  const uint8_t* landed = std::exchange(cur_land_, nullptr);
+  if (std::exchange(cur_discard_, false)) {
+    // Still counted: CRC recovery numbers every checked frame (crc_recovery.hpp).
+    if (h.kind == wire::frame_kind::data && (h.flags & wire::flag_crc)
+        && !(h.flags & wire::flag_retransmit))
+      crc_rx_.skip();
+    return;
+  }
   switch (h.kind) {
     case wire::frame_kind::data: {
       bool checked = h.flags & wire::flag_crc;
@@ -545,9 +574,9 @@ void link_actor::frame_complete() {
         return;
       }
       if (checked)
-        on_crc_frame(h, std::move(buf));
+        on_crc_frame(rx_chunk{init_.peer, h, std::move(buf), landed});
       else
-        accept_data(rx_chunk{init_.peer, h, std::move(buf)});
+        accept_data(rx_chunk{init_.peer, h, std::move(buf), landed});
       return;
     }
     case wire::frame_kind::heartbeat:
@@ -602,11 +631,15 @@ std::string chunk_text(const wire::frame_header& h) {
 }
 } // namespace
 
-void link_actor::on_crc_frame(const wire::frame_header& h, std::shared_ptr<uint8_t> buf) {
+void link_actor::on_crc_frame(rx_chunk chunk) {
   if (crc_failed_ || aborted_)
     return;
-  bool ok = wire::frame_crc(h, buf.get(), h.payload_len) == h.crc;
-  auto out = crc_rx_.on_frame(rx_chunk{init_.peer, h, std::move(buf)}, ok);
+  // A corrupted payload may have landed in the caller's buffer already
+  // (receive in place); its retransmission then arrives in staging memory
+  // (a spot is claimed once) and the algorithm copies it over.
+  const auto h = chunk.header;
+  bool ok = wire::frame_crc(h, chunk.payload(), h.payload_len) == h.crc;
+  auto out = crc_rx_.on_frame(std::move(chunk), ok);
   if (!out.fatal.empty())
     return crc_give_up(h, out.fatal);
   for (auto index : out.nacks) {
@@ -673,6 +706,26 @@ void link_actor::crc_give_up(const wire::frame_header& h, const std::string& why
   MCCL_LOG(error, text);
   // The communicator aborts: every rank, the sender included, learns why.
   send(init_.progress, op_failed_atom::value, errc::protocol_error, text);
+}
+
+uint8_t* link_actor::land(const wire::frame_header& h) {
+  // Only data frames of this communicator's routed collectives; the
+  // landing map checks the op's signature and the chunk's place and size.
+  if (h.kind != wire::frame_kind::data || (h.flags & wire::flag_p2p) || h.payload_len == 0
+      || h.comm_id != init_.comm_id || aborted_)
+    return nullptr;
+  auto i = landings_.find(h.seq);
+  return i == landings_.end() ? nullptr : i->second->claim(init_.peer, h);
+}
+
+void link_actor::stop_landing(const uint64_t* seq) {
+  if (!in_payload_ || !cur_land_ || (seq && cur_.seq != *seq))
+    return;
+  // The rest of this payload must not reach the caller's buffer any more:
+  // read it into scratch memory and drop the frame.
+  cur_land_ = nullptr;
+  cur_discard_ = true;
+  cur_buf_ = init_.pool->acquire(cur_.payload_len);
 }
 
 void link_actor::dispatch_data(rx_chunk chunk) {

@@ -93,7 +93,7 @@ private:
 
   // ---- handlers
   void on_send(tx_request& req, caf::actor notify);
-  void on_route(uint64_t seq, caf::actor collective);
+  void on_route(uint64_t seq, caf::actor collective, std::shared_ptr<landing_map> landing);
   void on_abort(int origin, const std::string& reason, errc code);
   void on_post_recv(uint32_t tag, uint64_t op_id, caf::actor receiver);
   void on_unpost(uint64_t op_id);
@@ -120,11 +120,18 @@ private:
   std::size_t read_frames();
   std::size_t write_frames();
   void frame_complete();
+  /// Where to read this frame's payload in place, or nullptr.
+  uint8_t* land(const wire::frame_header& h);
+  /// Where the current payload's next bytes go.
+  uint8_t* payload_at() { return (cur_land_ ? cur_land_ : cur_buf_.get()) + cur_have_; }
+  /// Stops reading the current payload into the caller's memory of op
+  /// `seq` (any op when `seq` is null): the op ended or is being failed.
+  void stop_landing(const uint64_t* seq);
   void dispatch_data(rx_chunk chunk);
   /// A data frame that passed every check, CRC recovery included.
   void accept_data(rx_chunk chunk);
   // ---- CRC recovery (crc_recovery.hpp); only with MCCL_TRANSPORT_CRC
-  void on_crc_frame(const wire::frame_header& h, std::shared_ptr<uint8_t> buf);
+  void on_crc_frame(rx_chunk chunk);
   void on_crc_nack(uint64_t index);
   void ack_delivered_frames();
   /// Fails the op (the whole communicator aborts) naming this link.
@@ -153,11 +160,16 @@ private:
   bool in_payload_ = false;
   wire::frame_header cur_;
   std::shared_ptr<uint8_t> cur_buf_;
+  /// The current payload is read in place, here (collectives/landing.hpp).
+  uint8_t* cur_land_ = nullptr;
+  /// The current payload belongs to an op that ended: read and dropped.
+  bool cur_discard_ = false;
   std::size_t cur_have_ = 0;
   clock::time_point last_rx_;
 
   // routing
   std::unordered_map<uint64_t, caf::actor> routes_;
+  std::unordered_map<uint64_t, std::shared_ptr<landing_map>> landings_; ///< by seq, of routed ops
   std::map<uint64_t, std::vector<rx_chunk>> early_;
   std::size_t early_bytes_ = 0;
 

@@ -4,6 +4,7 @@
 /// pointers to pooled staging memory (receives). None of these types ever
 /// leaves the process, hence CAF_ALLOW_UNSAFE_MESSAGE_TYPE below.
 
+#include "collectives/landing.hpp"
 #include "collectives/op.hpp"
 #include "config/error.hpp"
 #include "transport/frame.hpp"
@@ -29,7 +30,7 @@ using op_done_atom = caf::atom_constant<caf::atom("opdone")>;    // collective -
 using send_atom = caf::atom_constant<caf::atom("send")>;         // collective -> link
 using sent_atom = caf::atom_constant<caf::atom("sent")>;         // link -> collective
 using chunk_atom = caf::atom_constant<caf::atom("chunk")>;       // link -> collective
-using route_atom = caf::atom_constant<caf::atom("route")>;       // progress -> link
+using route_atom = caf::atom_constant<caf::atom("route")>;       // progress -> link (with the landing map)
 using unroute_atom = caf::atom_constant<caf::atom("unroute")>;   // progress -> link
 using poll_atom = caf::atom_constant<caf::atom("poll")>;         // link -> itself (spinning)
 using ready_atom = caf::atom_constant<caf::atom("ready")>;       // readiness monitor -> link (parked)
@@ -46,6 +47,7 @@ using post_recv_atom = caf::atom_constant<caf::atom("postrecv")>; // progress ->
 using unpost_atom = caf::atom_constant<caf::atom("unpost")>;      // progress -> link (p2p)
 using returned_atom = caf::atom_constant<caf::atom("returned")>;  // inline path -> link (lease)
 using op_failed_atom = caf::atom_constant<caf::atom("opfailed")>; // inline path -> progress
+using probe_atom = caf::atom_constant<caf::atom("probe")>;        // caller -> link (p2p)
 
 /// A frame a collective wants sent: header plus a view of the payload, which
 /// stays valid until the link reports it sent (sent_atom to `notify`).
@@ -61,6 +63,11 @@ struct rx_chunk {
   int peer = -1;
   wire::frame_header header;
   std::shared_ptr<uint8_t> buffer; ///< pooled; payload at buffer.get()
+  /// Received in place (collectives/landing.hpp): the payload is already at
+  /// its destination in the caller's buffer, and `buffer` is empty.
+  const uint8_t* landed = nullptr;
+
+  const uint8_t* payload() const noexcept { return landed ? landed : buffer.get(); }
 };
 
 /// How an op ended, reported by its collective actor to the progress actor.
@@ -77,4 +84,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::tx_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::rx_chunk)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::op_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::op_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<mccl::landing_map>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::errc)

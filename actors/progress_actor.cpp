@@ -126,6 +126,11 @@ void progress_actor::submit(op_ptr op) {
   ci.progress = caf::actor_cast<caf::actor>(this);
   ci.watchdog = init_.watchdog;
   ci.timeout = init_.cfg.timeout;
+  std::shared_ptr<landing_map> landing;
+  if (!p2p) {
+    landing = std::make_shared<landing_map>(op->signature(init_.world));
+    ci.landing = landing;
+  }
   auto c = spawn<collective_actor>(std::move(ci));
   monitor(c);
   if (op->kind == op_kind::recv) {
@@ -133,11 +138,31 @@ void progress_actor::submit(op_ptr op) {
   } else if (op->kind != op_kind::send) {
     for (auto& l : links_)
       if (l)
-        send(l, route_atom::value, op->seq, c);
+        send(l, route_atom::value, op->seq, c, landing);
   }
   MCCL_LOG(debug, describe(*op) << (p2p ? "" : " seq " + std::to_string(op->seq)) << ": " << name);
   auto id = op->id;
-  in_flight_.emplace(id, in_flight{std::move(op), c, name, std::chrono::steady_clock::now()});
+  auto ticket = record_start(*op, name);
+  in_flight_.emplace(id, in_flight{std::move(op), c, name, std::chrono::steady_clock::now(), ticket});
+}
+
+uint64_t progress_actor::record_start(const op_request& op, const std::string& algorithm) {
+  auto& rec = init_.shared->recorder;
+  if (!rec)
+    return 0;
+  return rec->started(recorded_op(op, init_.world, algorithm, false));
+}
+
+void progress_actor::record_end(uint64_t ticket, bool ok) {
+  if (init_.shared->recorder)
+    init_.shared->recorder->ended(ticket, ok ? flight_recorder::state::done
+                                             : flight_recorder::state::failed);
+}
+
+std::string progress_actor::with_progress_note(errc code, std::string message) const {
+  if (code == errc::timeout && init_.shared->recorder)
+    message += " (" + init_.shared->recorder->progress_note() + ")";
+  return message;
 }
 
 namespace {
@@ -197,6 +222,7 @@ void progress_actor::complete(in_flight& f, errc code, std::string message) {
   m.bytes = f.op->selection_bytes(init_.world);
   m.duration = std::chrono::steady_clock::now() - f.start;
   f.op->work->set_metrics(std::move(m));
+  record_end(f.ticket, code == errc::none);
   f.op->work->complete(code, std::move(message));
 }
 
@@ -218,6 +244,8 @@ void progress_actor::on_done(op_result& r) {
     complete(f, errc::none, {});
     return;
   }
+  r.message = with_progress_note(r.code, std::move(r.message));
+  record_end(f.ticket, false);
   MCCL_LOG(error, r.message);
   failed_unpurged_.emplace_back(std::move(f), std::move(r));
   if (!aborted_)
@@ -265,6 +293,10 @@ void progress_actor::abort(errc code, const std::string& why, int origin,
   abort_reason_ = why;
   MCCL_LOG(error, "rank " << init_.rank << ": communicator " << init_.comm_id
                           << " aborted: " << why);
+  if (auto& rec = init_.shared->recorder; rec && rec->capacity() > 0) {
+    rec->abort_running();
+    MCCL_LOG(error, rec->dump(init_.rank, init_.comm_id, "dumped as the communicator aborted"));
+  }
   // Tell every peer (an ABORT frame) and make every link forget pointers
   // into caller buffers; failed ops complete once all links confirmed.
   link_acks_pending_ = 0;

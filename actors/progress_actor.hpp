@@ -12,6 +12,7 @@
 /// after wait() returns is safe), and every later op fails at once with the
 /// same reason.
 
+#include "actors/flight_recorder.hpp"
 #include "actors/messages.hpp"
 #include "collectives/registry.hpp"
 #include "config/config.hpp"
@@ -38,6 +39,9 @@ struct comm_shared {
   /// Set once the communicator aborted or finalized: ops then take the
   /// actor path, which reports why.
   std::atomic<bool> closed{false};
+  /// The last ops of this communicator, both paths; null when not set up
+  /// (tests that spawn a progress actor alone).
+  std::shared_ptr<flight_recorder> recorder;
 
   void close(const std::string& why) {
     std::lock_guard<std::mutex> guard{mutex};
@@ -77,6 +81,7 @@ private:
     caf::actor collective;
     std::string algorithm;
     std::chrono::steady_clock::time_point start;
+    uint64_t ticket = 0; ///< in the flight recorder
   };
 
   void submit(op_ptr op);
@@ -91,6 +96,11 @@ private:
   /// is what the ABORT frame tells peers, who prefix it with the origin.
   void abort(errc code, const std::string& why, int origin, const std::string& wire_text = {});
   void links_purged();
+  /// Records the op's start in the flight recorder; returns its ticket.
+  uint64_t record_start(const op_request& op, const std::string& algorithm);
+  void record_end(uint64_t ticket, bool ok);
+  /// A timeout's message plus the last enqueued and completed seq.
+  std::string with_progress_note(errc code, std::string message) const;
   void shutdown(caf::response_promise rp);
 
   progress_init init_;

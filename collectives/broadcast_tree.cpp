@@ -20,8 +20,14 @@ public:
       chunks_(sched::chunk_count(a.op.count, chunk_elems_)), got_(chunks_, false) {}
 
   void start() override {
-    if (parent_ >= 0 && chunks_ > 0)
+    if (parent_ >= 0 && chunks_ > 0) {
+      // Nothing touches the caller's buffer before a chunk arrives: links
+      // may read each straight into place.
+      if (auto* map = io_.landing())
+        for (std::size_t k = 0; k < chunks_; ++k)
+          map->add(parent_, 0, static_cast<uint32_t>(k), destination(k), range_of(k).count * elem_);
       return; // wait for the parent's chunks
+    }
     if (a_.op.send && a_.op.send != a_.op.recv) // out-of-place root
       std::memcpy(a_.op.recv, a_.op.send, a_.op.bytes());
     for (std::size_t k = 0; k < chunks_; ++k)
@@ -37,7 +43,8 @@ public:
     if (!bad.empty())
       return io_.fail(errc::protocol_error, bad);
     got_[c.chunk] = true;
-    std::memcpy(static_cast<uint8_t*>(a_.op.recv) + range_of(c.chunk).begin * elem_, c.data, c.len);
+    if (c.data != destination(c.chunk)) // not received in place
+      std::memcpy(destination(c.chunk), c.data, c.len);
     forward(c.chunk);
     if (++received_ == chunks_)
       io_.finish();
@@ -54,6 +61,10 @@ public:
 private:
   sched::range range_of(std::size_t k) const {
     return sched::chunk_range({0, a_.op.count}, chunk_elems_, k);
+  }
+
+  uint8_t* destination(std::size_t k) const {
+    return static_cast<uint8_t*>(a_.op.recv) + range_of(k).begin * elem_;
   }
 
   void forward(std::size_t k) {

@@ -9,6 +9,7 @@
 /// Built-in algorithms are registered through collectives/registry.hpp, the
 /// same way a user registers one of their own.
 
+#include "collectives/landing.hpp"
 #include "collectives/op.hpp"
 #include "config/error.hpp"
 
@@ -47,6 +48,12 @@ public:
   /// can check the size before any byte lands.
   virtual void send_block(int peer, uint32_t step, uint32_t chunk, const void* data,
                           std::size_t bytes, uint64_t block_bytes) = 0;
+
+  /// The op's landing map (collectives/landing.hpp), to add chunks that may
+  /// be received in place; add them in start(). Null where the host reads
+  /// every chunk itself (the inline path): the algorithm must always copy a
+  /// chunk whose data is not already at its destination.
+  virtual landing_map* landing() { return nullptr; }
 
   /// The op succeeded. The actor completes it once all sends have left.
   virtual void finish() = 0;

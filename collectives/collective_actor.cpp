@@ -9,6 +9,7 @@ collective_actor::collective_actor(caf::actor_config& cfg, collective_init init)
     op_session(std::move(init.args), init.comm_id, std::move(init.algorithm_name), std::move(init.factory)),
     progress_(std::move(init.progress)), watchdog_(std::move(init.watchdog)),
     links_(std::move(init.links)), timeout_(init.timeout) {
+  landing_ = std::move(init.landing);
 }
 
 caf::behavior collective_actor::make_behavior() {

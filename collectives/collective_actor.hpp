@@ -27,6 +27,8 @@ struct collective_init {
   caf::actor progress;
   caf::actor watchdog;
   std::chrono::milliseconds timeout{0};
+  /// Shared with the links along with the op's route (receive in place).
+  std::shared_ptr<landing_map> landing;
 };
 
 class collective_actor : public caf::event_based_actor, public op_session {

@@ -11,6 +11,7 @@
 
 #include "collectives/builtin.hpp"
 #include "collectives/chunking.hpp"
+#include "collectives/scratch.hpp"
 
 #include <cstring>
 #include <vector>
@@ -47,6 +48,7 @@ public:
   }
 
   void start() override {
+    offer_landing();
     for (const auto& b : out_) {
       auto n = b.bytes == 0 ? 1 : (b.bytes + chunk_bytes_ - 1) / chunk_bytes_;
       for (std::size_t k = 0; k < n; ++k) {
@@ -59,6 +61,23 @@ public:
       }
     }
     maybe_finish();
+  }
+
+  /// Each block's chunks may be read straight into place, assuming the
+  /// sender chunks like we do (a sender with another MCCL_CHUNK_BYTES sends
+  /// other lengths, which then arrive in staging memory). Only where each
+  /// peer sends one block: chunk numbers name a place only then.
+  void offer_landing() {
+    auto* map = io_.landing();
+    if (!map)
+      return;
+    for (std::size_t i = 0; i < in_.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (in_[i].peer == in_[j].peer)
+          return;
+    for (const auto& b : in_)
+      for (std::size_t off = 0, k = 0; off < b.bytes; off += chunk_bytes_, ++k)
+        map->add(b.peer, 0, static_cast<uint32_t>(k), b.data + off, std::min(chunk_bytes_, b.bytes - off));
   }
 
   void on_chunk(const incoming_chunk& c) override {
@@ -81,7 +100,7 @@ public:
     if (c.len > b->bytes - b->have)
       return io_.fail(sized_ ? errc::invalid_argument : errc::protocol_error,
                       size_mismatch(*b, b->have + c.len));
-    if (c.len > 0)
+    if (c.len > 0 && c.data != b->data + b->have) // not received in place
       std::memcpy(b->data + b->have, c.data, c.len);
     b->have += c.len;
     ++b->next_chunk;
@@ -215,7 +234,8 @@ public:
     }
     const uint8_t* src = cbytes(op.send);
     if (op.send == op.recv && stotal > 0) {
-      copy_.assign(src, src + stotal * e);
+      copy_ = scratch_buffer(stotal * e);
+      std::memcpy(copy_.data(), src, stotal * e);
       src = copy_.data();
     }
     std::vector<outgoing_block> out;
@@ -244,7 +264,7 @@ public:
   std::string where() const override { return mover_->where(); }
 
 private:
-  std::vector<uint8_t> copy_;
+  scratch_buffer copy_; ///< the input of an in-place alltoall
   std::unique_ptr<block_mover> mover_;
 };
 

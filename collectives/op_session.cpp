@@ -1,25 +1,8 @@
 #include "collectives/op_session.hpp"
 
+#include "collectives/frame_signature.hpp"
+
 namespace mccl {
-
-namespace {
-
-uint32_t pack_desc(const op_signature& s) {
-  return static_cast<uint32_t>(s.kind) | static_cast<uint32_t>(s.type) << 8
-         | static_cast<uint32_t>(s.op) << 16;
-}
-
-op_signature unpack_signature(const wire::frame_header& h) {
-  op_signature s;
-  s.kind = static_cast<op_kind>(h.op_desc & 0xff);
-  s.type = static_cast<dtype>((h.op_desc >> 8) & 0xff);
-  s.op = static_cast<redop>((h.op_desc >> 16) & 0xff);
-  s.arg = h.op_arg;
-  s.count = h.op_count;
-  return s;
-}
-
-} // namespace
 
 op_session::op_session(collective_args args, uint32_t comm_id, std::string algorithm_name,
                        algorithm_factory factory)
@@ -49,6 +32,8 @@ void op_session::start_op() {
       throw error(errc::internal, "algorithm factory of \"" + algorithm_name_ + "\" returned nothing");
     algo_->start();
   });
+  if (landing_)
+    landing_->close_additions();
 }
 
 void op_session::deliver(actors::rx_chunk& c) {
@@ -71,7 +56,7 @@ void op_session::deliver(actors::rx_chunk& c) {
     in.peer = c.peer;
     in.step = c.header.step;
     in.chunk = c.header.chunk;
-    in.data = c.buffer.get();
+    in.data = c.payload();
     in.len = c.header.payload_len;
     in.keep = std::move(c.buffer);
     algo_->on_chunk(in);
@@ -176,11 +161,7 @@ std::string op_session::describe_op() const {
 }
 
 std::string op_session::check_signature(const wire::frame_header& h, int peer) const {
-  auto theirs = unpack_signature(h);
-  // alltoallv blocks carry their own size in the count (send_block).
-  bool sized_blocks = signature_.kind == op_kind::alltoall && signature_.arg != 0;
-  if (sized_blocks)
-    theirs.count = signature_.count;
+  auto theirs = frame_signature(h, signature_);
   if (theirs == signature_)
     return {};
   return "ranks issued different collectives at seq " + std::to_string(args_.op.seq)

@@ -49,12 +49,16 @@ public:
                   uint64_t block_bytes) override;
   void finish() override;
   void fail(errc code, const std::string& why) override;
+  landing_map* landing() override { return landing_.get(); }
 
 protected:
   /// Queue one frame for req.peer; report it with frame_sent() once written.
   virtual void emit(actors::tx_request req) = 0;
   /// The outcome, exactly once; message is empty on success.
   virtual void report(errc code, std::string message) = 0;
+  /// Where links may receive this op's chunks in place (set before
+  /// start_op() by a host whose links know the map).
+  std::shared_ptr<landing_map> landing_;
 
 private:
   template <class F>

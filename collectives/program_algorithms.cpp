@@ -29,8 +29,8 @@ std::vector<sched::range> per_rank(const op_request& op, int world) {
 
 sched::range whole(std::size_t count) { return {0, count}; }
 
-std::unique_ptr<uint8_t[]> scratch_of(std::size_t bytes) {
-  return std::unique_ptr<uint8_t[]>(new uint8_t[bytes > 0 ? bytes : 1]);
+scratch_buffer scratch_of(std::size_t bytes) {
+  return scratch_buffer(bytes);
 }
 
 /// The initial data of an op whose input covers the whole working buffer:
@@ -67,7 +67,7 @@ std::unique_ptr<algorithm> reduce_scatter(collective_io& io, const collective_ar
   auto total = op.total_count(a.world);
   program_buffers b;
   b.scratch = scratch_of(total * op.elem_size());
-  b.work = b.scratch.get();
+  b.work = b.scratch.data();
   b.block_elems = per_rank(op, a.world);
   b.source = bytes_of(op.send);
   b.source_count = total;
@@ -101,7 +101,7 @@ std::unique_ptr<algorithm> reduce(collective_io& io, const collective_args& a, s
   bool root = a.rank == op.root;
   if (!root) {
     b.scratch = scratch_of(op.bytes());
-    b.work = b.scratch.get();
+    b.work = b.scratch.data();
   } else {
     b.work = bytes_of(op.recv);
   }

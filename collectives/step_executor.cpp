@@ -79,6 +79,7 @@ public:
   }
 
   void start() override {
+    offer_landing();
     for (uint32_t i = 0; i < items_.size(); ++i)
       if (items_[i].pending == 0 && items_[i].is_send)
         ready_.push_back(i);
@@ -146,6 +147,18 @@ private:
     incoming_chunk data;
   };
   using key = std::tuple<uint32_t, int, uint32_t>; // step, peer, wire chunk
+
+  /// A copying receive that depends on nothing would be applied the moment
+  /// it arrives: no other transfer touches its range before it, so the link
+  /// may write it there itself (collectives/landing.hpp).
+  void offer_landing() {
+    auto* map = io_.landing();
+    if (!map)
+      return;
+    for (const auto& it : items_)
+      if (!it.is_send && it.kind == sched::xfer_kind::recv_copy && it.pending == 0 && it.count > 0)
+        map->add(it.peer, it.step, it.wire_chunk, buf_.work + it.begin * elem_, it.count * elem_);
+  }
 
   std::size_t work_elems() const {
     std::size_t n = 0;
@@ -286,7 +299,8 @@ private:
     auto a = it.begin, b = it.begin + it.count;
     auto dst = buf_.work + a * elem_;
     if (it.kind == sched::xfer_kind::recv_copy) {
-      std::memcpy(dst, it.data.data, it.data.len);
+      if (it.data.data != dst) // not received in place
+        std::memcpy(dst, it.data.data, it.data.len);
     } else {
       auto cov = written_.covers(a, b);
       if (cov == written_set::coverage::none && buf_.source && a >= buf_.source_begin

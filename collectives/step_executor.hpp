@@ -17,6 +17,7 @@
 #include "collectives/collective.hpp"
 #include "collectives/program.hpp"
 #include "collectives/schedule.hpp"
+#include "collectives/scratch.hpp"
 
 #include <map>
 #include <memory>
@@ -46,7 +47,7 @@ struct program_buffers {
   /// avg: divide these work regions by the world size at the end.
   std::vector<sched::range> average;
   /// Scratch memory the buffers point into, freed with the executor.
-  std::unique_ptr<uint8_t[]> scratch;
+  scratch_buffer scratch;
 };
 
 /// Runs `prog` for the op in `args` over `buffers`; `name` is used in

@@ -244,12 +244,19 @@ const setting_def setting_table[] = {
      cfg.log_level = parse_enum(text, values);
    }},
   {"MCCL_LISTEN_ADDR", "",
-   "an IPv4 or IPv6 address literal (e.g. 10.0.0.5 or fe80::1), or empty to choose "
-   "automatically",
-   "Address to listen on for peer connections; empty chooses automatically.",
+   "an IPv4 or IPv6 address literal (e.g. 10.0.0.5 or fe80::1), several separated by commas "
+   "(one connection per peer each), or empty to choose automatically",
+   "Address(es) to listen on for peer connections; empty chooses automatically.",
    [](config& cfg, const std::string& text) {
-     if (!text.empty() && !is_ip_literal(text))
-       throw bad_value{};
+     // Syntax only: whether the address belongs to this host is checked
+     // where the transport binds it.
+     std::size_t begin = 0;
+     while (!text.empty() && begin <= text.size()) {
+       auto end = std::min(text.find(',', begin), text.size());
+       if (!is_ip_literal(text.substr(begin, end - begin)))
+         throw bad_value{};
+       begin = end + 1;
+     }
      cfg.listen_addr = text;
    }},
   {"MCCL_IFNAME", "",
@@ -381,6 +388,11 @@ const setting_def setting_table[] = {
    "How long a link busy-polls without traffic before parking in a blocking wait.",
    [](config& cfg, const std::string& text) {
      cfg.spin = std::chrono::microseconds{parse_int(text, 0, 1000000)};
+   }},
+  {"MCCL_FLIGHT_RECORDER", "64", "an integer number of ops between 0 and 100000 (0 = off)",
+   "How many of the latest ops each communicator remembers and logs at ERROR when it aborts or times out.",
+   [](config& cfg, const std::string& text) {
+     cfg.flight_recorder = static_cast<std::size_t>(parse_int(text, 0, 100000));
    }},
   {"MCCL_JOB_TOKEN", "", "any string of at most 64 bytes",
    "Shared secret checked in every connection handshake; empty: rank 0 makes one per job and hands it out through rendezvous.",
@@ -631,6 +643,7 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_TOPK_RATIO") return format_real(cfg.topk_ratio);
     if (name == "MCCL_WORKER_THREADS") return std::to_string(cfg.worker_threads);
     if (name == "MCCL_SPIN_US") return std::to_string(cfg.spin.count());
+    if (name == "MCCL_FLIGHT_RECORDER") return std::to_string(cfg.flight_recorder);
     if (name == "MCCL_JOB_TOKEN") return shown_value(job_token_name, cfg.job_token);
     return "?";
   };

@@ -110,6 +110,8 @@ struct config {
   int worker_threads = 0;
   /// How long an idle link busy-polls before parking.
   std::chrono::microseconds spin{50};
+  /// Ops kept per communicator by the flight recorder; 0 = off.
+  std::size_t flight_recorder = 64;
   /// Shared secret for handshakes; "" = none.
   std::string job_token;
   /// Setting name (MCCL_*) -> where its value came from.

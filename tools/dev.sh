@@ -6,7 +6,11 @@
 #   tools/dev.sh demo  [mccl-bench args...]     MCCL_DEMO_RANKS ranks (default 4)
 #   tools/dev.sh test  [ctest args...]          e.g. -L unit, -j2
 #
-# MCCL_BUILD_DIR selects the build tree (default <repo>/build).
+# MCCL_BUILD_DIR selects the build tree (default <repo>/build). `test` without
+# ctest arguments also runs the hardening stages: a smaller suite built with
+# AddressSanitizer and UndefinedBehaviorSanitizer (<build>-asan) and the
+# libFuzzer targets for DEV_FUZZ_SECONDS each (<build>-fuzz); DEV_SANITIZERS=0
+# or DEV_FUZZ_SECONDS=0 skips one.
 set -euo pipefail
 
 # Debian packages a fresh machine needs; extend here, nowhere else.
@@ -15,6 +19,14 @@ REQUIRED_PACKAGES=(
   libcaf-dev libboost-dev libisal-dev libibverbs-dev libhwy-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   python3
+  # mcclrun --hosts and the emulated hosts of the multi-host tests
+  openssh-client openssh-server
+  # libFuzzer targets of the wire decoders (tests/fuzz): clang and its runtimes
+  clang-14 libclang-rt-14-dev
+  # network namespaces, tc shaping and DROP rules (multi-host and partition tests)
+  iproute2 iptables
+  # The PyTorch backend (python/) and its tests; examples plot with matplotlib.
+  python3-torch libtorch-dev pybind11-dev python3-matplotlib
 )
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,7 +40,7 @@ step() { printf '==> %s\n' "$*"; }
 die() { printf 'dev.sh: %s\n' "$*" >&2; exit 1; }
 
 usage() {
-  sed -n '5,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '5,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 missing_packages() {
@@ -95,6 +107,52 @@ run_tests() {
   build
   step "testing"
   ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 600 "$@"
+  # With ctest arguments the caller picked tests of the main build only.
+  [[ $# -gt 0 ]] && return 0
+  sanitizer_tests
+  fuzz_tests
+}
+
+# The unit, actor and in-process tests and a few multi-process ones, built
+# with ASan and UBSan. Conformance (every op x dtype x world) is left out to
+# keep CI short; the multi-process subset covers real sockets and kills.
+SANITIZER_TARGETS=(mccl_unit_tests mccl_actor_tests mccl_integration_tests mccl_ops_tests
+                   mccl_inline_tests mccl_shrink_tests mccl_check mccl_recovery)
+SANITIZER_MULTIPROC='^multiproc_(allreduce_w3|ops_w3|barrier_w2|faults|security|recovery)$'
+
+sanitizer_tests() {
+  [[ "${DEV_SANITIZERS:-1}" == 0 ]] && { step "sanitizers skipped (DEV_SANITIZERS=0)"; return 0; }
+  local dir="$BUILD_DIR-asan"
+  step "sanitizers: building $dir (address,undefined)"
+  if [[ ! -f "$dir/CMakeCache.txt" ]]; then
+    # -O1: sanitizer builds at -O2 compile about twice as long for little
+    # gain in test time (the usual choice for ASan runs).
+    cmake -S "$REPO_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_FLAGS=-O1 \
+      -DMCCL_SANITIZE=address,undefined -DMCCL_BUILD_BENCH=OFF -DMCCL_BUILD_EXAMPLES=OFF
+  fi
+  cmake --build "$dir" -j "$(nproc)" --target "${SANITIZER_TARGETS[@]}"
+  step "sanitizers: testing"
+  # Any report fails the test: UBSan halts at the first finding; the two
+  # suppressions are known-harmless reports inside CAF's headers.
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$REPO_ROOT/tests/sanitizers/ubsan.supp"
+  export LSAN_OPTIONS="suppressions=$REPO_ROOT/tests/sanitizers/lsan.supp"
+  ctest --test-dir "$dir" --output-on-failure --timeout 600 -j "$(nproc)" -L 'unit|integration' \
+        -E 'conformance|NOT_BUILT'
+  ctest --test-dir "$dir" --output-on-failure --timeout 600 -j "$(nproc)" -R "$SANITIZER_MULTIPROC"
+  unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
+}
+
+fuzz_tests() {
+  local seconds="${DEV_FUZZ_SECONDS:-20}"
+  [[ "$seconds" == 0 ]] && { step "fuzzing skipped (DEV_FUZZ_SECONDS=0)"; return 0; }
+  local dir="$BUILD_DIR-fuzz"
+  step "fuzzing: building $dir (clang++-14, libFuzzer)"
+  cmake -S "$REPO_ROOT/tests/fuzz" -B "$dir" -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DMCCL_FUZZ_SECONDS="$seconds" >/dev/null
+  cmake --build "$dir" -j "$(nproc)"
+  step "fuzzing: each target for $seconds s"
+  ctest --test-dir "$dir" --output-on-failure
 }
 
 main() {

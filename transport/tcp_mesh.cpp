@@ -3,6 +3,7 @@
 #include "config/error.hpp"
 #include "config/log.hpp"
 #include "transport/frame.hpp"
+#include "transport/handshake.hpp"
 #include "transport/socket_util.hpp"
 #include "transport/tcp_connection.hpp"
 
@@ -13,8 +14,6 @@ namespace mccl::transport {
 namespace asio = boost::asio;
 
 namespace {
-
-constexpr uint32_t max_handshake_payload = 1024;
 
 std::string rank_str(int r) { return "rank " + std::to_string(r); }
 
@@ -90,44 +89,11 @@ connection_ptr dial(const std::shared_ptr<readiness_monitor>& monitor, const mes
   std::string why;
   auto ack = wire::decode_hello(payload.data(), payload.size(), &why);
   if (h.kind != wire::frame_kind::hello_ack || h.comm_id != o.comm_id || !ack
-      || ack->from_rank != static_cast<uint32_t>(peer) || ack->token != o.token)
+      || ack->from_rank != static_cast<uint32_t>(peer) || !tokens_equal(ack->token, o.token))
     throw error(errc::handshake_refused, "unexpected handshake reply from " + rank_str(peer)
                                            + " at " + ep_text + " ("
                                            + wire::to_string(h.kind) + (why.empty() ? "" : ": " + why) + ")");
   return std::make_shared<tcp_connection>(monitor, std::move(s), rank_str(peer) + " at " + ep_text);
-}
-
-/// Checks an incoming hello; returns "" to accept it or why it is refused.
-std::string vet_hello(const mesh_options& o, const wire::frame_header& h,
-                      const std::vector<uint8_t>& payload, const std::vector<connection_ptr>& conns,
-                      wire::hello& out) {
-  if (h.kind != wire::frame_kind::hello)
-    return std::string("expected a hello frame, got ") + wire::to_string(h.kind);
-  if (h.comm_id != o.comm_id)
-    return "communicator id " + std::to_string(h.comm_id) + " does not match "
-           + std::to_string(o.comm_id);
-  std::string why;
-  auto hi = wire::decode_hello(payload.data(), payload.size(), &why);
-  if (!hi)
-    return "malformed hello: " + why;
-  if (hi->token != o.token)
-    return "wrong job token (MCCL_JOB_TOKEN differs)";
-  if (hi->world_size != static_cast<uint32_t>(o.world))
-    return "world size " + std::to_string(hi->world_size) + " does not match "
-           + std::to_string(o.world);
-  if (hi->to_rank != static_cast<uint32_t>(o.rank))
-    return "addressed to rank " + std::to_string(hi->to_rank) + ", this is rank "
-           + std::to_string(o.rank);
-  if (hi->from_rank >= static_cast<uint32_t>(o.world))
-    return "rank " + std::to_string(hi->from_rank) + " is outside the world of "
-           + std::to_string(o.world);
-  if (hi->from_rank <= static_cast<uint32_t>(o.rank))
-    return "rank " + std::to_string(hi->from_rank) + " must not dial rank "
-           + std::to_string(o.rank) + " (lower ranks are dialled by higher ones)";
-  if (conns[hi->from_rank])
-    return "duplicate connection from rank " + std::to_string(hi->from_rank);
-  out = *hi;
-  return {};
 }
 
 } // namespace
@@ -159,6 +125,8 @@ std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monit
                                           "MCCL_PORT_BASE or 0 for any free port)"
                                         : ""));
   auto bound = acceptor.local_endpoint();
+  if (!o.advertise_addr.is_unspecified())
+    bound.address(o.advertise_addr);
   o.rendezvous->set(o.key_prefix + "ep/" + std::to_string(o.rank), to_string(bound));
   MCCL_LOG(debug, rank_str(o.rank) << " listening on " << to_string(bound));
 
@@ -191,8 +159,13 @@ std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monit
     std::vector<uint8_t> payload;
     auto err = read_control(s, hello_deadline, h, payload);
     wire::hello hi;
-    if (err.empty())
-      err = vet_hello(o, h, payload, conns, hi);
+    if (err.empty()) {
+      std::vector<bool> connected(conns.size());
+      for (std::size_t r = 0; r < conns.size(); ++r)
+        connected[r] = conns[r] != nullptr;
+      err = vet_hello({o.rank, o.world, o.comm_id, o.token}, h, payload.data(), payload.size(),
+                      connected, hi);
+    }
     if (!err.empty()) {
       MCCL_LOG(warn, rank_str(o.rank) << " refused a connection from " << to_string(remote)
                                       << ": " << err);
@@ -208,6 +181,8 @@ std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monit
       MCCL_LOG(warn, rank_str(o.rank) << ": handshake with rank " << hi.from_rank << " failed: " << err);
       continue;
     }
+    MCCL_LOG(debug, rank_str(o.rank) << " accepted rank " << hi.from_rank << " from "
+                                     << to_string(remote));
     conns[hi.from_rank] = std::make_shared<tcp_connection>(
       monitor, std::move(s), rank_str(static_cast<int>(hi.from_rank)) + " at " + to_string(remote));
     --expected;

@@ -29,6 +29,8 @@ struct mesh_options {
   uint32_t comm_id = 0;
   std::string token;
   boost::asio::ip::address listen_addr;
+  /// What peers are told to dial (listen_addr unless that is 0.0.0.0 / ::).
+  boost::asio::ip::address advertise_addr;
   unsigned short listen_port = 0; ///< 0 = any free port
   std::chrono::milliseconds connect_timeout{30000};
   std::size_t socket_buffer_bytes = 0;

@@ -22,6 +22,11 @@ constexpr uint8_t op_set = 1;
 constexpr uint8_t op_check = 2;
 constexpr uint32_t max_key = 1024;
 constexpr uint32_t max_value = 1 << 20;
+// Bounds on what all clients together may store, so a stray or buggy client
+// cannot grow rank 0's memory without limit (a job stores a few keys per
+// rank and communicator).
+constexpr std::size_t max_keys = 1 << 16;
+constexpr std::size_t max_total_bytes = 64u << 20;
 
 void put_u32(std::string& out, uint32_t v) {
   for (int i = 0; i < 4; ++i)
@@ -41,6 +46,7 @@ struct tcp_store_server::impl : std::enable_shared_from_this<impl> {
 
   tcp::acceptor acceptor;
   std::map<std::string, std::string> values; // touched on the reactor thread only
+  std::size_t total_bytes = 0;                // keys and values in `values`
   bool stopped = false;
 
   /// One client connection: reads requests one at a time and answers them.
@@ -58,8 +64,11 @@ struct tcp_store_server::impl : std::enable_shared_from_this<impl> {
     void start() { read_head(); }
 
     void drop(const std::string& why) {
-      MCCL_LOG(warn, "rendezvous store: dropping client: " << why);
       boost::system::error_code ec;
+      auto who = socket.remote_endpoint(ec);
+      MCCL_LOG(warn, "rendezvous store: dropping client "
+                       << (ec ? std::string("(address unknown)") : transport::to_string(who)) << ": "
+                       << why);
       socket.close(ec);
     }
 
@@ -95,6 +104,14 @@ struct tcp_store_server::impl : std::enable_shared_from_this<impl> {
     void answer() {
       reply.clear();
       if (head[0] == op_set) {
+        auto old = owner->values.find(key);
+        std::size_t freed = old == owner->values.end() ? 0 : old->first.size() + old->second.size();
+        std::size_t total = owner->total_bytes - freed + key.size() + value.size();
+        if ((old == owner->values.end() && owner->values.size() >= max_keys) || total > max_total_bytes)
+          return drop("the store is full (" + std::to_string(owner->values.size()) + " keys, "
+                      + std::to_string(owner->total_bytes) + " bytes); refusing key of "
+                      + std::to_string(key.size() + value.size()) + " bytes");
+        owner->total_bytes = total;
         owner->values[key] = value;
         reply.push_back(0);
         put_u32(reply, 0);

@@ -162,7 +162,7 @@ protected:
   }
 
   void route_b(uint64_t seq, const caf::actor& to) {
-    caf::anon_send(link_b, route_atom::value, seq, to);
+    caf::anon_send(link_b, route_atom::value, seq, to, std::shared_ptr<mccl::landing_map>{});
   }
 
   /// Delivers rank 0's in-flight bytes `portion` at a time, running the
@@ -218,7 +218,7 @@ private:
 // Every message of one frame's journey, one at a time, with CAF's expect().
 TEST_F(LinkActorSim, OneFrameMessageByMessage) {
   route_b(0, coll_b);
-  expect((route_atom, uint64_t, caf::actor), from(_).to(link_b).with(_, 0u, coll_b));
+  expect((route_atom, uint64_t, caf::actor, std::shared_ptr<mccl::landing_map>), from(_).to(link_b).with(_, 0u, coll_b, _));
   expect((poll_atom), from(link_b).to(link_b)); // nothing to read: parks again
   EXPECT_FALSE(sched.has_job());
 
@@ -321,7 +321,7 @@ TEST_F(LinkActorSim, ChunkBeforeRouteIsBufferedUntilRouted) {
   EXPECT_TRUE(coll_b1_rec->chunks.empty());
 
   route_b(1, coll_b1);
-  expect((route_atom, uint64_t, caf::actor), from(_).to(link_b).with(_, 1u, coll_b1));
+  expect((route_atom, uint64_t, caf::actor, std::shared_ptr<mccl::landing_map>), from(_).to(link_b).with(_, 1u, coll_b1, _));
   expect((chunk_atom, rx_chunk), from(link_b).to(coll_b1));
   expect((chunk_atom, rx_chunk), from(link_b).to(coll_b1));
   sched.run();
@@ -463,4 +463,111 @@ TEST_F(LinkActorSim, CrcMismatchIsNackedAndRetransmitted) {
   sched.run();
   ASSERT_EQ(progress_b->downs.size(), 1u);
   EXPECT_TRUE(progress_b->downs[0].graceful);
+}
+
+// A connection lost without BYE or ABORT: a later send is not failed by the
+// link, which would blame this peer at once; the progress actor fails the op
+// after its grace period, with the reason of an ABORT from another rank
+// that may still explain the loss.
+TEST_F(LinkActorSim, SendAfterAnUnexplainedLossIsLeftToTheProgressActor) {
+  net.break_link(0, 1);
+  sched.run();
+  ASSERT_EQ(progress_b->downs.size(), 1u);
+  EXPECT_FALSE(progress_b->downs[0].graceful);
+  caf::anon_send(link_b, send_atom::value, request(0, 0, 0, 3), coll_b);
+  sched.run();
+  EXPECT_TRUE(rec_b->failures.empty()) << rec_b->failures[0];
+}
+
+// ---- receive in place (collectives/landing.hpp) ----------------------------
+
+namespace {
+
+/// The signature the test's frames carry (their op fields are zero).
+mccl::op_signature test_signature() {
+  return mccl::unpack_signature(mccl::wire::frame_header{});
+}
+
+} // namespace
+
+// A chunk with a spot lands there; one whose length differs, a second copy
+// and one without a spot arrive in staging memory and leave the caller's
+// buffer alone.
+TEST_F(LinkActorSim, ChunksLandInPlaceOnceAndOnlyWhereTheyFit) {
+  std::vector<uint8_t> dst(100, 0xEE);
+  auto map = std::make_shared<mccl::landing_map>(test_signature());
+  map->add(0, 2, 0, dst.data(), 40);
+  map->add(0, 2, 1, dst.data() + 40, 40);
+  map->close_additions();
+  caf::anon_send(link_b, route_atom::value, uint64_t{0}, coll_b, map);
+  sched.run();
+
+  auto fits = send_from_a(0, 2, 0, 40);
+  auto too_short = send_from_a(0, 2, 1, 30);
+  auto again = send_from_a(0, 2, 0, 40);
+  auto no_spot = send_from_a(0, 2, 2, 10);
+  sched.run();
+  trickle(1000);
+
+  ASSERT_EQ(rec_b->chunks.size(), 4u);
+  const auto& landed = rec_b->chunks[0];
+  EXPECT_EQ(landed.landed, dst.data());
+  EXPECT_EQ(landed.buffer, nullptr);
+  EXPECT_EQ(std::memcmp(dst.data(), fits.data, 40), 0);
+  for (std::size_t i = 1; i < 4; ++i)
+    EXPECT_EQ(rec_b->chunks[i].landed, nullptr) << "chunk " << i;
+  expect_chunk(rec_b->chunks[1], too_short);
+  expect_chunk(rec_b->chunks[2], again);
+  expect_chunk(rec_b->chunks[3], no_spot);
+  for (std::size_t i = 40; i < dst.size(); ++i)
+    ASSERT_EQ(dst[i], 0xEE) << "byte " << i << " was written";
+}
+
+// A chunk that went by before its spot was added (it came before the op was
+// routed) is never landed later: a second copy must not overwrite what the
+// algorithm copied itself, possibly after the op completed.
+TEST_F(LinkActorSim, AChunkPassedOnBeforeItsSpotExistedNeverLands) {
+  send_from_a(0, 0, 5, 16);
+  sched.run();
+  trickle(1000); // early: no route yet
+  EXPECT_TRUE(rec_b->chunks.empty());
+
+  std::vector<uint8_t> dst(16, 0xEE);
+  auto map = std::make_shared<mccl::landing_map>(test_signature());
+  caf::anon_send(link_b, route_atom::value, uint64_t{0}, coll_b, map);
+  sched.run();
+  ASSERT_EQ(rec_b->chunks.size(), 1u); // handed over from the early frames
+  map->add(0, 0, 5, dst.data(), 16);   // the algorithm's start() runs later
+  map->close_additions();
+
+  send_from_a(0, 0, 5, 16);
+  sched.run();
+  trickle(1000);
+  ASSERT_EQ(rec_b->chunks.size(), 2u);
+  EXPECT_EQ(rec_b->chunks[1].landed, nullptr);
+  for (auto b : dst)
+    ASSERT_EQ(b, 0xEE);
+}
+
+// An abort while a payload is being read into the caller's buffer: the
+// rest goes to scratch memory and the frame is dropped.
+TEST_F(LinkActorSim, AbortStopsALandingPayloadMidway) {
+  std::vector<uint8_t> dst(64, 0xEE);
+  auto map = std::make_shared<mccl::landing_map>(test_signature());
+  map->add(0, 0, 0, dst.data(), 64);
+  map->close_additions();
+  caf::anon_send(link_b, route_atom::value, uint64_t{0}, coll_b, map);
+  sched.run();
+  auto req = send_from_a(0, 0, 0, 64);
+  sched.run();
+  net.deliver(0, 1, mccl::wire::header_size + 10);
+  sched.run();
+  EXPECT_EQ(std::memcmp(dst.data(), req.data, 10), 0); // landing had begun
+
+  caf::anon_send(link_b, mccl::actors::abort_atom::value, 1, std::string("giving up"), errc::aborted);
+  sched.run();
+  trickle(1000);
+  EXPECT_TRUE(rec_b->chunks.empty());
+  for (std::size_t i = 10; i < dst.size(); ++i)
+    ASSERT_EQ(dst[i], 0xEE) << "byte " << i << " was written after the abort";
 }

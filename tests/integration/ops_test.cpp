@@ -138,6 +138,40 @@ TEST(PointToPoint, AReceiveOfTheWrongSizeNamesBothSizes) {
   });
 }
 
+TEST(PointToPoint, ProbeNamesThePeersWithAnUnclaimedMessageOfTheTag) {
+  mccl::runtime rt;
+  run_ranks(rt, 3, settings(), [](mccl::communicator& comm) {
+    // Ranks 1 and 2 send rank 0 one message each on tag 4; rank 2 also one
+    // on tag 8. Rank 0 probes until both tag-4 messages are in, receives
+    // them from the peers probe named, and finds tag 4 empty afterwards.
+    if (comm.rank() == 0) {
+      EXPECT_TRUE(comm.probe(4).empty());
+      comm.barrier().wait();
+      std::vector<int> ready;
+      auto deadline = std::chrono::steady_clock::now() + 10s;
+      while ((ready = comm.probe(4)).size() < 2 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(1ms);
+      ASSERT_EQ(ready, (std::vector<int>{1, 2}));
+      for (int peer : ready) {
+        int32_t v = -1;
+        comm.recv(&v, 1, peer, 4).wait();
+        EXPECT_EQ(v, 10 * peer);
+      }
+      EXPECT_TRUE(comm.probe(4).empty());
+      int32_t eight = -1;
+      comm.recv(&eight, 1, 2, 8).wait();
+      EXPECT_EQ(eight, 8);
+    } else {
+      int32_t v = 10 * comm.rank(), eight = 8;
+      comm.barrier().wait();
+      comm.send(&v, 1, 0, 4).wait();
+      if (comm.rank() == 2)
+        comm.send(&eight, 1, 0, 8).wait();
+    }
+    comm.barrier().wait();
+  });
+}
+
 TEST(PointToPoint, BadPeersAreRejectedBeforeAnythingIsSent) {
   mccl::runtime rt;
   run_ranks(rt, 2, settings(), [](mccl::communicator& comm) {

@@ -72,7 +72,7 @@ class Rank:
     The pipes are drained continuously, so a chatty rank never blocks.
     """
 
-    def __init__(self, rank, world, port, mode_args, extra_env=None):
+    def __init__(self, rank, world, port, mode_args, extra_env=None, program=None):
         self.rank = rank
         env = base_env()
         env.update(RANK=str(rank), WORLD_SIZE=str(world),
@@ -86,7 +86,7 @@ class Rank:
         # A session of its own: the rank is its own process group, so
         # killing the group also gets anything it might have started.
         self.proc = subprocess.Popen(
-            [MCCL_CHECK, *mode_args], env=env, stdin=subprocess.DEVNULL,
+            [program or MCCL_CHECK, *mode_args], env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         self._threads = [
             threading.Thread(target=self._read, args=("stdout", self.proc.stdout), daemon=True),

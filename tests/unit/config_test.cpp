@@ -60,7 +60,7 @@ const std::vector<std::string> expected_names = {
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
   "MCCL_HEARTBEAT_MS",   "MCCL_HEARTBEAT_MISSES", "MCCL_CRC_RETRIES", "MCCL_FAULTS",
   "MCCL_FAULTS_REPORT",  "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
-  "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_JOB_TOKEN",
+  "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_FLIGHT_RECORDER", "MCCL_JOB_TOKEN",
 };
 
 } // namespace
@@ -222,6 +222,7 @@ TEST(ConfigEnv, ListenAddr) {
   EXPECT_EQ(resolve_env({{"MCCL_LISTEN_ADDR", "fe80::1:2"}}).listen_addr, "fe80::1:2");
   EXPECT_EQ(resolve_env({{"MCCL_LISTEN_ADDR", "::ffff:10.1.2.3"}}).listen_addr,
             "::ffff:10.1.2.3");
+  EXPECT_EQ(resolve_env({{"MCCL_LISTEN_ADDR", "10.0.0.5,10.1.0.5"}}).listen_addr, "10.0.0.5,10.1.0.5");
   auto empty = resolve_env({{"MCCL_LISTEN_ADDR", ""}});
   EXPECT_EQ(empty.listen_addr, "");
   EXPECT_EQ(empty.sources.at("MCCL_LISTEN_ADDR"), setting_source::environment);
@@ -315,6 +316,20 @@ TEST(ConfigEnv, SpinUs) {
   EXPECT_EQ(resolve_env({{"MCCL_SPIN_US", "1000000"}}).spin, 1000000us);
 }
 
+TEST(ConfigEnv, FlightRecorder) {
+  EXPECT_EQ(resolve_env({}).flight_recorder, 64u);
+  EXPECT_EQ(resolve_env({{"MCCL_FLIGHT_RECORDER", "0"}}).flight_recorder, 0u);
+  EXPECT_EQ(resolve_env({{"MCCL_FLIGHT_RECORDER", "100000"}}).flight_recorder, 100000u);
+  for (const char* bad : {"-1", "100001", "many"}) {
+    try {
+      resolve_env({{"MCCL_FLIGHT_RECORDER", bad}});
+      ADD_FAILURE() << "MCCL_FLIGHT_RECORDER=" << bad << " was accepted";
+    } catch (const mccl::error& e) {
+      EXPECT_NE(std::string(e.what()).find("MCCL_FLIGHT_RECORDER"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ConfigEnv, JobToken) {
   EXPECT_EQ(resolve_env({{"MCCL_JOB_TOKEN", "s3cret token!"}}).job_token, "s3cret token!");
   std::string max(64, 'x');
@@ -333,9 +348,9 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_COMPRESSION", "none"},       {"MCCL_TOPK_RATIO", "0.01"},
     {"MCCL_WORKER_THREADS", "3"},       {"MCCL_SPIN_US", "10"},
     {"MCCL_JOB_TOKEN", "abc"},          {"MCCL_ALGO", "broadcast=tree"},
-    {"MCCL_INLINE_BYTES", "4K"},        {"MCCL_HEARTBEAT_MISSES", "4"},
-    {"MCCL_CRC_RETRIES", "6"},          {"MCCL_FAULTS", "/tmp/f.json"},
-    {"MCCL_FAULTS_REPORT", "/tmp/r"},
+    {"MCCL_INLINE_BYTES", "4K"},        {"MCCL_FLIGHT_RECORDER", "8"},
+    {"MCCL_HEARTBEAT_MISSES", "4"},     {"MCCL_CRC_RETRIES", "6"},
+    {"MCCL_FAULTS", "/tmp/f.json"},     {"MCCL_FAULTS_REPORT", "/tmp/r"},
   };
   auto cfg = resolve_env(env);
   EXPECT_EQ(cfg.heartbeat_misses, 4);
@@ -361,6 +376,7 @@ TEST(ConfigEnv, AllAtOnce) {
   EXPECT_EQ(cfg.worker_threads, 3);
   EXPECT_EQ(cfg.spin, 10us);
   EXPECT_EQ(cfg.job_token, "abc");
+  EXPECT_EQ(cfg.flight_recorder, 8u);
   for (const auto& name : expected_names)
     EXPECT_EQ(cfg.sources.at(name), setting_source::environment) << name;
 }
@@ -387,6 +403,9 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_LISTEN_ADDR", "::g"},
   {"MCCL_LISTEN_ADDR", " 10.0.0.1"},
   {"MCCL_LISTEN_ADDR", "10.0.0.1:80"},
+  {"MCCL_LISTEN_ADDR", "10.0.0.1,"},
+  {"MCCL_LISTEN_ADDR", "10.0.0.1,,10.0.0.2"},
+  {"MCCL_LISTEN_ADDR", ",10.0.0.1"},
   {"MCCL_IFNAME", "eth0,"},
   {"MCCL_IFNAME", ",eth0"},
   {"MCCL_IFNAME", "eth0,,en"},
@@ -431,6 +450,8 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_HEARTBEAT_MS", "9"},
   {"MCCL_HEARTBEAT_MS", "600001"},
   {"MCCL_HEARTBEAT_MS", "-100"},
+  {"MCCL_FLIGHT_RECORDER", "-1"},
+  {"MCCL_FLIGHT_RECORDER", "100001"},
   {"MCCL_LINK_PROFILE", "fast"},
   {"MCCL_LINK_PROFILE", "default_profile"},
   {"MCCL_LINK_PROFILE", ""},

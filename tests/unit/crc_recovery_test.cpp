@@ -146,3 +146,24 @@ TEST(CrcRecovery, UnrequestedRetransmissionIsFatal) {
   auto out = rx.on_frame(arrive(f), true);
   EXPECT_NE(out.fatal.find("not asked for"), std::string::npos) << out.fatal;
 }
+
+TEST(CrcRecovery, SkippedFramesKeepTheNumberingAndAreNotDelivered) {
+  crc_sender tx;
+  crc_receiver rx(3);
+  std::vector<uint8_t> data(16, 3);
+  auto f0 = sent(tx.keep(wire::frame_header{}, data.data(), data.size()));
+  auto f1 = sent(tx.keep(wire::frame_header{}, data.data(), data.size()));
+  auto f2 = sent(tx.keep(wire::frame_header{}, data.data(), data.size()));
+  f0.payload[0] ^= 1;
+  auto out = rx.on_frame(arrive(f0), crc_ok(f0)); // corrupt: frame 0 nacked
+  ASSERT_EQ(out.nacks, (std::vector<uint64_t>{0}));
+  rx.skip();                                       // frame 1: its op ended while it was read
+  out = rx.on_frame(arrive(f2), crc_ok(f2));        // frame 2 waits behind frame 0
+  EXPECT_TRUE(out.deliver.empty());
+  std::string why;
+  auto again = sent(*tx.on_nack(0, &why));
+  out = rx.on_frame(arrive(again), crc_ok(again));
+  ASSERT_EQ(out.deliver.size(), 2u);               // frames 0 and 2, not 1
+  EXPECT_EQ(rx.delivered(), 3u);                   // all three acked
+  (void)f1;
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""mccl-bench across emulated hosts on shaped links: busbw as a fraction of
+the shaped rate.
+
+    sudo /usr/bin/python3 bench/shaped_hosts.py [--hosts 3] [--rate 1gbit] [--shaper htb]
+         [--networks 1] [--ops allreduce,allgather,broadcast] [-b 1M] [-e 64M] [--rounds 3]
+         [--env K=V ...]
+
+Builds --hosts network namespaces joined by a bridge per network (see
+tests/multihost/netns_hosts.py), every host link limited to --rate in both
+directions, starts one rank per host over ssh with mcclrun, and prints per op
+and size the median busbw of --rounds runs and busbw / rate.  With
+--networks 2 each host has two addresses (two shaped links) and the hostfile
+lists both.  Needs root.  Everything is removed afterwards.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..")
+sys.path.insert(0, os.path.join(ROOT, "tests", "multihost"))
+import netns_hosts  # noqa: E402
+
+UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+
+
+def rate_bytes_per_s(text):
+    for unit, scale in UNITS.items():
+        if text.endswith(unit):
+            return float(text[:-len(unit)]) * scale / 8
+    raise SystemExit(f"--rate: expected e.g. 1gbit or 500mbit, got {text!r}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--hosts", type=int, default=3)
+    p.add_argument("--rate", default="1gbit")
+    p.add_argument("--shaper", default="htb", choices=("htb", "tbf"))
+    p.add_argument("--networks", type=int, default=1)
+    p.add_argument("--ops", default="allreduce,allgather,broadcast")
+    p.add_argument("-b", default="1M")
+    p.add_argument("-e", default="64M")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--env", action="append", default=[])
+    p.add_argument("--bench", default=os.path.join(ROOT, "build", "bench", "mccl-bench"))
+    opts = p.parse_args()
+    rate = rate_bytes_per_s(opts.rate)
+    why = netns_hosts.missing_requirements()
+    if why:
+        raise SystemExit(f"shaped_hosts: {why}")
+    results = {}
+    with netns_hosts.EmulatedHosts(count=opts.hosts, networks=opts.networks, rate=opts.rate,
+                                   shaper=opts.shaper) as hosts:
+        hostfile = os.path.join(hosts.workdir, "hosts.json")
+        with open(hostfile, "w") as f:
+            json.dump(hosts.hostfile(slots=1), f)
+        for rnd in range(opts.rounds):
+            for op in opts.ops.split(","):
+                argv = ["/usr/bin/python3", os.path.join(ROOT, "tools", "mcclrun"), "--ssh",
+                        hosts.ssh_command, "--hostfile", hostfile, "--timeout", "500",
+                        "--no-prefix"]
+                for kv in opts.env:
+                    argv += ["--env", kv]
+                argv += ["--", os.path.abspath(opts.bench), "-o", op, "-b", opts.b, "-e", opts.e,
+                         "-f", "4", "--json", "-"]
+                done = hosts.run(0, argv, timeout=560, check=False)
+                if done.returncode != 0:
+                    raise SystemExit(f"{op} round {rnd} failed:\n{done.stdout}\n{done.stderr}")
+                for line in done.stdout.splitlines():
+                    if line.startswith("{"):
+                        row = json.loads(line)
+                        results.setdefault((op, row["bytes"]), []).append(row)
+    print(f"# {opts.hosts} hosts x 1 rank, {opts.networks} network(s), {opts.shaper} "
+          f"{opts.rate} per host link and direction ({rate / 1e6:.1f} MB/s), "
+          f"median of {opts.rounds}; env: {' '.join(opts.env) or 'defaults'}")
+    print("| op | bytes | algorithm | p50 | busbw (MB/s) | busbw / rate | check |")
+    print("|---|---|---|---|---|---|---|")
+    for (op, size), rows in sorted(results.items()):
+        busbw = statistics.median(r["busbw_gbs"] for r in rows) * 1e9
+        p50 = statistics.median(r["p50_us"] for r in rows)
+        checks = "ok" if all(r["check"] == "ok" for r in rows) else "WRONG"
+        print(f"| {op} | {size} | {rows[0]['algorithm']} | {p50 / 1000:.1f} ms | "
+              f"{busbw / 1e6:.1f} ({' '.join(format(r['busbw_gbs'] * 1e3, '.1f') for r in rows)}) | "
+              f"{busbw / rate:.0%} | {checks} |")
+
+
+if __name__ == "__main__":
+    main()

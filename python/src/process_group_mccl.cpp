@@ -1,0 +1,461 @@
+#include "process_group_mccl.hpp"
+
+#include "settings.hpp"
+#include "store_adapter.hpp"
+#include "tensor_args.hpp"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <numeric>
+#include <thread>
+
+namespace mccl::torch_backend {
+
+namespace {
+
+using ::c10d::OpType;
+
+/// Where the other ranks are, so mccl listens on the interface that routes
+/// there: the TCPStore's host when torch rendezvoused through one, else
+/// MASTER_ADDR, else loopback (MCCL_LISTEN_ADDR / MCCL_IFNAME override).
+std::string master_address(c10::intrusive_ptr<::c10d::Store> store) {
+  for (int depth = 0; store && depth < 8; ++depth) {
+    if (auto* tcp = dynamic_cast<::c10d::TCPStore*>(store.get()))
+      return tcp->getHost();
+    auto* prefixed = dynamic_cast<::c10d::PrefixStore*>(store.get());
+    if (!prefixed)
+      break;
+    store = prefixed->getUnderlyingStore();
+  }
+  const char* env = std::getenv("MASTER_ADDR");
+  return env && *env ? env : "127.0.0.1";
+}
+
+uint32_t comm_id_of(const std::string& group_name) {
+  return static_cast<uint32_t>(std::hash<std::string>{}(group_name) & 0x7fffffff);
+}
+
+std::vector<std::size_t> counts_of(const std::vector<at::Tensor>& ts) {
+  std::vector<std::size_t> out;
+  for (const auto& t : ts)
+    out.push_back(static_cast<std::size_t>(t.numel()));
+  return out;
+}
+
+/// Every tensor of `ts` checked and of the dtype of ts[0].
+void check_same_dtype(const std::vector<at::Tensor>& ts, const op_context& ctx, const char* what) {
+  for (const auto& t : ts) {
+    check_tensor(t, ctx, what);
+    if (t.scalar_type() != ts.front().scalar_type())
+      ctx.fail(errc::invalid_argument, std::string(what) + " mixes dtypes "
+                                         + c10::toString(ts.front().scalar_type()) + " and "
+                                         + c10::toString(t.scalar_type()));
+  }
+}
+
+} // namespace
+
+process_group_mccl::process_group_mccl(const c10::intrusive_ptr<::c10d::Store>& store, int rank,
+                                       int size, std::chrono::milliseconds timeout,
+                                       const std::string& group_name)
+  : ProcessGroup(rank, size), runtime_(shared_runtime()) {
+  comm_options o;
+  o.rank = rank;
+  o.world_size = size;
+  o.store = std::make_shared<c10d_store_adapter>(store);
+  o.master_addr = master_address(store);
+  o.comm_id = comm_id_of(group_name);
+  o.overrides = python_settings();
+  // The group's timeout is the op deadline unless MCCL_TIMEOUT_MS was set
+  // explicitly (Python) or in the environment.
+  if (!o.overrides.values().count("MCCL_TIMEOUT_MS") && !std::getenv("MCCL_TIMEOUT_MS")
+      && timeout.count() > 0)
+    o.overrides.set("MCCL_TIMEOUT_MS", static_cast<long long>(timeout.count()));
+  comm_ = runtime_->create_communicator(o);
+  op_timeout_ = comm_.settings().timeout;
+}
+
+process_group_mccl::~process_group_mccl() {
+  shutdown();
+}
+
+void process_group_mccl::shutdown() {
+  if (comm_.valid())
+    comm_.finalize();
+}
+
+c10::intrusive_ptr<work_mccl> process_group_mccl::make_work(OpType type, const char* op, tensors outputs) {
+  return c10::make_intrusive<work_mccl>(getRank(), type,
+                                        std::string(op) + " on rank " + std::to_string(getRank()),
+                                        std::move(outputs), op_timeout_);
+}
+
+// ---- collectives on one tensor -------------------------------------------
+
+process_group_mccl::work_ptr process_group_mccl::broadcast(tensors& ts, const ::c10d::BroadcastOptions& opts) {
+  op_context ctx{"broadcast", getRank()};
+  check_count(ts, 1, ctx);
+  check_tensor(ts[0], ctx);
+  auto buf = stage(ts[0]);
+  auto w = make_work(OpType::BROADCAST, ctx.op, ts);
+  auto part = comm_.broadcast(buf.data(), buf.count(), to_mccl(ts[0].scalar_type(), ctx),
+                              static_cast<int>(opts.rootRank));
+  w->track({part}, [buf] { buf.write_back(); });
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::allreduce(tensors& ts, const ::c10d::AllreduceOptions& opts) {
+  op_context ctx{"allreduce", getRank()};
+  check_count(ts, 1, ctx);
+  check_tensor(ts[0], ctx);
+  auto buf = stage(ts[0]);
+  auto op = to_mccl(opts.reduceOp, ctx);
+  auto w = make_work(OpType::ALLREDUCE, ctx.op, ts);
+  auto part = comm_.allreduce(buf.data(), buf.count(), to_mccl(ts[0].scalar_type(), ctx), op);
+  w->track({part}, [buf] { buf.write_back(); });
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::allreduce_coalesced(
+  tensors& ts, const ::c10d::AllreduceCoalescedOptions& opts) {
+  op_context ctx{"allreduce_coalesced", getRank()};
+  if (ts.empty())
+    ctx.fail(errc::invalid_argument, "the tensor list is empty");
+  check_same_dtype(ts, ctx, "tensor list");
+  auto op = to_mccl(opts.reduceOp, ctx);
+  // One op over the concatenation: one round of latency instead of one per tensor.
+  auto flat = flatten(ts);
+  auto w = make_work(OpType::ALLREDUCE_COALESCED, ctx.op, ts);
+  auto part = comm_.allreduce(flat.data_ptr(), static_cast<std::size_t>(flat.numel()),
+                              to_mccl(flat.scalar_type(), ctx), op);
+  w->track({part}, [flat, outs = ts] { unflatten_into(flat, outs); });
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::reduce(tensors& ts, const ::c10d::ReduceOptions& opts) {
+  op_context ctx{"reduce", getRank()};
+  check_count(ts, 1, ctx);
+  check_tensor(ts[0], ctx);
+  auto buf = stage(ts[0]);
+  auto op = to_mccl(opts.reduceOp, ctx);
+  int root = static_cast<int>(opts.rootRank);
+  auto w = make_work(OpType::REDUCE, ctx.op, ts);
+  auto part = comm_.reduce(buf.data(), buf.data(), buf.count(), to_mccl(ts[0].scalar_type(), ctx), op, root);
+  w->track({part}, [buf] { buf.write_back(); });
+  return w;
+}
+
+// ---- gathers and scatters ---------------------------------------------------
+
+process_group_mccl::work_ptr process_group_mccl::allgather(std::vector<tensors>& outs, tensors& ins,
+                                                           const ::c10d::AllgatherOptions&) {
+  op_context ctx{"allgather", getRank()};
+  check_count(ins, 1, ctx, "input list");
+  check_tensor(ins[0], ctx, "input");
+  if (outs.size() != 1)
+    ctx.fail(errc::invalid_argument, "expected one output list, got " + std::to_string(outs.size()));
+  check_count(outs[0], static_cast<std::size_t>(getSize()), ctx, "output list");
+  for (const auto& o : outs[0])
+    check_like(o, ins[0], ctx, "an output tensor");
+  auto in = ins[0].contiguous();
+  auto flat = at::empty({in.numel() * getSize()}, in.options());
+  auto w = make_work(OpType::ALLGATHER, ctx.op, outs[0]);
+  auto part = comm_.allgather(in.data_ptr(), flat.data_ptr(), static_cast<std::size_t>(in.numel()),
+                              to_mccl(in.scalar_type(), ctx));
+  w->track({part}, [in, flat, o = outs[0]] { unflatten_into(flat, o); });
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::_allgather_base(at::Tensor& out, at::Tensor& in,
+                                                                 const ::c10d::AllgatherOptions&) {
+  op_context ctx{"_allgather_base", getRank()};
+  check_tensor(in, ctx, "input");
+  check_tensor(out, ctx, "output");
+  if (out.scalar_type() != in.scalar_type() || out.numel() != in.numel() * getSize())
+    ctx.fail(errc::invalid_argument, "the output must hold world size (" + std::to_string(getSize())
+                                       + ") x " + std::to_string(in.numel()) + " elements of the input's dtype; it has "
+                                       + std::to_string(out.numel()) + " of " + c10::toString(out.scalar_type()));
+  auto src = in.contiguous();
+  auto buf = stage(out);
+  auto w = make_work(OpType::_ALLGATHER_BASE, ctx.op, {out});
+  auto part = comm_.allgather(src.data_ptr(), buf.data(), static_cast<std::size_t>(src.numel()),
+                              to_mccl(src.scalar_type(), ctx));
+  w->track({part}, [src, buf] { buf.write_back(); });
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::allgather_coalesced(std::vector<tensors>& outs, tensors& ins,
+                                                                     const ::c10d::AllgatherOptions&) {
+  op_context ctx{"allgather_coalesced", getRank()};
+  if (outs.size() != ins.size())
+    ctx.fail(errc::invalid_argument, std::to_string(ins.size()) + " inputs but "
+                                       + std::to_string(outs.size()) + " output lists");
+  std::vector<work> parts;
+  std::vector<at::Tensor> keep, flats, all_outs;
+  std::vector<tensors> out_lists;
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    check_tensor(ins[i], ctx, "an input");
+    check_count(outs[i], static_cast<std::size_t>(getSize()), ctx, "an output list");
+    for (const auto& o : outs[i])
+      check_like(o, ins[i], ctx, "an output tensor");
+  }
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    auto in = ins[i].contiguous();
+    auto flat = at::empty({in.numel() * getSize()}, in.options());
+    parts.push_back(comm_.allgather(in.data_ptr(), flat.data_ptr(), static_cast<std::size_t>(in.numel()),
+                                    to_mccl(in.scalar_type(), ctx)));
+    keep.push_back(in);
+    flats.push_back(flat);
+    all_outs.insert(all_outs.end(), outs[i].begin(), outs[i].end());
+  }
+  auto w = make_work(OpType::ALLGATHER_COALESCED, ctx.op, all_outs);
+  w->track(std::move(parts), [keep, flats, o = outs] {
+    for (std::size_t i = 0; i < flats.size(); ++i)
+      unflatten_into(flats[i], o[i]);
+  });
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::gather(std::vector<tensors>& outs, tensors& ins,
+                                                        const ::c10d::GatherOptions& opts) {
+  op_context ctx{"gather", getRank()};
+  int root = static_cast<int>(opts.rootRank);
+  check_count(ins, 1, ctx, "input list");
+  check_tensor(ins[0], ctx, "input");
+  bool is_root = root == getRank();
+  if (is_root) {
+    if (outs.size() != 1)
+      ctx.fail(errc::invalid_argument, "the root needs one output list, got " + std::to_string(outs.size()));
+    check_count(outs[0], static_cast<std::size_t>(getSize()), ctx, "output list");
+    for (const auto& o : outs[0])
+      check_like(o, ins[0], ctx, "an output tensor");
+  } else if (!outs.empty()) {
+    ctx.fail(errc::invalid_argument, "only the root (rank " + std::to_string(root) + ") takes output tensors");
+  }
+  auto in = ins[0].contiguous();
+  at::Tensor flat = is_root ? at::empty({in.numel() * getSize()}, in.options()) : at::Tensor();
+  auto w = make_work(OpType::GATHER, ctx.op, is_root ? outs[0] : tensors{});
+  auto part = comm_.gather(in.data_ptr(), is_root ? flat.data_ptr() : nullptr,
+                           static_cast<std::size_t>(in.numel()), to_mccl(in.scalar_type(), ctx), root);
+  tensors targets = is_root ? outs[0] : tensors{};
+  w->track({part}, [in, flat, targets] {
+    if (flat.defined())
+      unflatten_into(flat, targets);
+  });
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::scatter(tensors& outs, std::vector<tensors>& ins,
+                                                         const ::c10d::ScatterOptions& opts) {
+  op_context ctx{"scatter", getRank()};
+  int root = static_cast<int>(opts.rootRank);
+  check_count(outs, 1, ctx, "output list");
+  check_tensor(outs[0], ctx, "output");
+  bool is_root = root == getRank();
+  at::Tensor flat;
+  if (is_root) {
+    if (ins.size() != 1)
+      ctx.fail(errc::invalid_argument, "the root needs one input list, got " + std::to_string(ins.size()));
+    check_count(ins[0], static_cast<std::size_t>(getSize()), ctx, "input list");
+    for (const auto& t : ins[0])
+      check_like(t, outs[0], ctx, "an input tensor");
+    flat = flatten(ins[0]);
+  } else if (!ins.empty()) {
+    ctx.fail(errc::invalid_argument, "only the root (rank " + std::to_string(root) + ") takes input tensors");
+  }
+  auto buf = stage(outs[0]);
+  auto w = make_work(OpType::SCATTER, ctx.op, outs);
+  auto part = comm_.scatter(is_root ? flat.data_ptr() : nullptr, buf.data(), buf.count(),
+                            to_mccl(outs[0].scalar_type(), ctx), root);
+  w->track({part}, [flat, buf] { buf.write_back(); });
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::reduce_scatter(tensors& outs, std::vector<tensors>& ins,
+                                                                const ::c10d::ReduceScatterOptions& opts) {
+  op_context ctx{"reduce_scatter", getRank()};
+  check_count(outs, 1, ctx, "output list");
+  check_tensor(outs[0], ctx, "output");
+  if (ins.size() != 1)
+    ctx.fail(errc::invalid_argument, "expected one input list, got " + std::to_string(ins.size()));
+  check_count(ins[0], static_cast<std::size_t>(getSize()), ctx, "input list");
+  for (const auto& t : ins[0])
+    check_like(t, outs[0], ctx, "an input tensor");
+  auto op = to_mccl(opts.reduceOp, ctx);
+  auto flat = flatten(ins[0]);
+  auto buf = stage(outs[0]);
+  auto w = make_work(OpType::REDUCE_SCATTER, ctx.op, outs);
+  auto part = comm_.reduce_scatter(flat.data_ptr(), buf.data(), buf.count(),
+                                   to_mccl(outs[0].scalar_type(), ctx), op);
+  w->track({part}, [flat, buf] { buf.write_back(); });
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::_reduce_scatter_base(at::Tensor& out, at::Tensor& in,
+                                                                      const ::c10d::ReduceScatterOptions& opts) {
+  op_context ctx{"_reduce_scatter_base", getRank()};
+  check_tensor(in, ctx, "input");
+  check_tensor(out, ctx, "output");
+  if (out.scalar_type() != in.scalar_type() || in.numel() != out.numel() * getSize())
+    ctx.fail(errc::invalid_argument, "the input must hold world size (" + std::to_string(getSize())
+                                       + ") x " + std::to_string(out.numel()) + " elements of the output's dtype; it has "
+                                       + std::to_string(in.numel()) + " of " + c10::toString(in.scalar_type()));
+  auto op = to_mccl(opts.reduceOp, ctx);
+  auto src = in.contiguous();
+  auto buf = stage(out);
+  auto w = make_work(OpType::_REDUCE_SCATTER_BASE, ctx.op, {out});
+  auto part = comm_.reduce_scatter(src.data_ptr(), buf.data(), buf.count(), to_mccl(out.scalar_type(), ctx), op);
+  w->track({part}, [src, buf] { buf.write_back(); });
+  return w;
+}
+
+// ---- all to all -------------------------------------------------------------
+
+process_group_mccl::work_ptr process_group_mccl::alltoall_base(at::Tensor& out, at::Tensor& in,
+                                                               std::vector<int64_t>& out_splits,
+                                                               std::vector<int64_t>& in_splits,
+                                                               const ::c10d::AllToAllOptions&) {
+  op_context ctx{"alltoall_base", getRank()};
+  check_tensor(in, ctx, "input");
+  check_tensor(out, ctx, "output");
+  if (out.scalar_type() != in.scalar_type())
+    ctx.fail(errc::invalid_argument, "input and output dtypes differ");
+  auto world = static_cast<std::size_t>(getSize());
+  auto src = in.contiguous();
+  auto buf = stage(out);
+  auto dt = to_mccl(in.scalar_type(), ctx);
+  auto w = make_work(OpType::ALLTOALL_BASE, ctx.op, {out});
+  // Splits count rows of dim 0; mccl counts elements.
+  auto split_counts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* which) {
+    std::vector<std::size_t> counts(world);
+    int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    int64_t row = rows == 0 ? 0 : t.numel() / rows;
+    if (splits.empty()) {
+      if (rows % getSize() != 0)
+        ctx.fail(errc::invalid_argument, std::string(which) + " dim 0 (" + std::to_string(rows)
+                                           + ") is not divisible by the world size (" + std::to_string(getSize())
+                                           + "); pass split sizes");
+      std::fill(counts.begin(), counts.end(), static_cast<std::size_t>(rows / getSize() * row));
+      return counts;
+    }
+    if (splits.size() != world)
+      ctx.fail(errc::invalid_argument, std::string(which) + " split sizes have " + std::to_string(splits.size())
+                                         + " entries; expected one per rank (" + std::to_string(world) + ")");
+    int64_t total = 0;
+    for (std::size_t i = 0; i < world; ++i) {
+      if (splits[i] < 0)
+        ctx.fail(errc::invalid_argument, std::string(which) + " split size " + std::to_string(i) + " is negative");
+      total += splits[i];
+      counts[i] = static_cast<std::size_t>(splits[i] * row);
+    }
+    if (total != rows)
+      ctx.fail(errc::invalid_argument, std::string(which) + " split sizes add up to " + std::to_string(total)
+                                         + " but dim 0 has " + std::to_string(rows) + " rows");
+    return counts;
+  };
+  auto send_counts = split_counts(src, in_splits, "input");
+  auto recv_counts = split_counts(buf.buffer, out_splits, "output");
+  auto part = comm_.alltoallv(src.data_ptr(), send_counts, buf.data(), recv_counts, dt);
+  w->track({part}, [src, buf] { buf.write_back(); });
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::alltoall(tensors& outs, tensors& ins,
+                                                          const ::c10d::AllToAllOptions&) {
+  op_context ctx{"alltoall", getRank()};
+  auto world = static_cast<std::size_t>(getSize());
+  check_count(ins, world, ctx, "input list");
+  check_count(outs, world, ctx, "output list");
+  check_same_dtype(ins, ctx, "input list");
+  check_same_dtype(outs, ctx, "output list");
+  if (ins[0].scalar_type() != outs[0].scalar_type())
+    ctx.fail(errc::invalid_argument, "input and output dtypes differ");
+  auto send = flatten(ins);
+  auto recv_counts = counts_of(outs);
+  auto total = std::accumulate(recv_counts.begin(), recv_counts.end(), std::size_t{0});
+  auto recv = at::empty({static_cast<int64_t>(total)}, outs[0].options());
+  auto w = make_work(OpType::ALLTOALL, ctx.op, outs);
+  auto part = comm_.alltoallv(send.data_ptr(), counts_of(ins), recv.data_ptr(), recv_counts,
+                              to_mccl(send.scalar_type(), ctx));
+  w->track({part}, [send, recv, outs] { unflatten_into(recv, outs); });
+  return w;
+}
+
+// ---- point to point and barrier ---------------------------------------------
+
+process_group_mccl::work_ptr process_group_mccl::send(tensors& ts, int dst, int tag) {
+  op_context ctx{"send", getRank()};
+  check_count(ts, 1, ctx);
+  check_tensor(ts[0], ctx);
+  if (tag < 0)
+    ctx.fail(errc::invalid_argument, "tag " + std::to_string(tag) + " is negative");
+  auto src = ts[0].contiguous();
+  auto w = make_work(OpType::SEND, ctx.op, ts);
+  auto part = comm_.send(src.data_ptr(), static_cast<std::size_t>(src.numel()),
+                         to_mccl(src.scalar_type(), ctx), dst, static_cast<uint32_t>(tag));
+  w->track({part}, [src] {});
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::recv(tensors& ts, int src_rank, int tag) {
+  op_context ctx{"recv", getRank()};
+  check_count(ts, 1, ctx);
+  check_tensor(ts[0], ctx);
+  if (tag < 0)
+    ctx.fail(errc::invalid_argument, "tag " + std::to_string(tag) + " is negative");
+  auto buf = stage(ts[0]);
+  auto w = make_work(OpType::RECV, ctx.op, ts);
+  auto part = comm_.recv(buf.data(), buf.count(), to_mccl(ts[0].scalar_type(), ctx), src_rank,
+                         static_cast<uint32_t>(tag));
+  w->track({part}, [buf] { buf.write_back(); }, src_rank);
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::recvAnysource(tensors& ts, int tag) {
+  op_context ctx{"recvAnysource", getRank()};
+  check_count(ts, 1, ctx);
+  check_tensor(ts[0], ctx);
+  if (tag < 0)
+    ctx.fail(errc::invalid_argument, "tag " + std::to_string(tag) + " is negative");
+  auto buf = stage(ts[0]);
+  auto type = to_mccl(ts[0].scalar_type(), ctx);
+  auto w = make_work(OpType::RECVANYSOURCE, ctx.op, ts);
+  // mccl receives from a named peer: probe until some peer has a message
+  // of this tag, then receive from it. A thread per such receive keeps the
+  // call asynchronous; it gives up at the op deadline like any op.
+  std::thread([w, buf, type, tag, comm = comm_, deadline = std::chrono::steady_clock::now() + op_timeout_,
+               what = ctx.prefix()]() mutable {
+    try {
+      auto pause = std::chrono::microseconds(20);
+      for (;;) {
+        auto ready = comm.probe(static_cast<uint32_t>(tag));
+        if (!ready.empty()) {
+          int src = ready.front();
+          auto part = comm.recv(buf.data(), buf.count(), type, src, static_cast<uint32_t>(tag));
+          w->track({part}, [buf] { buf.write_back(); }, src);
+          return;
+        }
+        if (std::chrono::steady_clock::now() >= deadline)
+          throw error(errc::timeout, what + "no rank sent a message with tag " + std::to_string(tag)
+                                       + " before the op deadline (MCCL_TIMEOUT_MS)");
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::microseconds(2000));
+      }
+    } catch (...) {
+      w->fail_now(std::current_exception());
+    }
+  }).detach();
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::barrier(const ::c10d::BarrierOptions&) {
+  auto w = make_work(OpType::BARRIER, "barrier", {});
+  w->track({comm_.barrier()});
+  return w;
+}
+
+} // namespace mccl::torch_backend

@@ -1,0 +1,73 @@
+#pragma once
+/// ProcessGroupMCCL: torch.distributed's view of one mccl communicator
+/// (torch 1.13 has no c10d::Backend split yet, so a third-party backend is a
+/// ProcessGroup). Each call checks its tensors, stages non-contiguous ones
+/// through contiguous buffers, issues mccl ops and returns a work_mccl.
+
+#include "actors/api.hpp"
+#include "work_mccl.hpp"
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace mccl::torch_backend {
+
+class process_group_mccl : public ::c10d::ProcessGroup {
+public:
+  /// Connects to the other `size` ranks through `store` (blocks until all
+  /// are connected, bounded by MCCL_CONNECT_TIMEOUT_MS). `timeout` is the
+  /// process group's and becomes the op deadline unless MCCL_TIMEOUT_MS is
+  /// set (from Python or the environment). `group_name` tells communicators
+  /// apart in logs and frames.
+  process_group_mccl(const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
+                     std::chrono::milliseconds timeout, const std::string& group_name);
+  ~process_group_mccl() override;
+
+  const std::string getBackendName() const override { return "mccl"; }
+
+  /// The op deadline this group's ops run under.
+  std::chrono::milliseconds op_timeout() const { return op_timeout_; }
+
+  /// Closes this group's communicator; later ops fail with "finalized".
+  void shutdown();
+
+  using tensors = std::vector<at::Tensor>;
+  using work_ptr = c10::intrusive_ptr<::c10d::Work>;
+
+  work_ptr broadcast(tensors& ts, const ::c10d::BroadcastOptions& opts) override;
+  work_ptr allreduce(tensors& ts, const ::c10d::AllreduceOptions& opts) override;
+  work_ptr allreduce_coalesced(tensors& ts, const ::c10d::AllreduceCoalescedOptions& opts) override;
+  work_ptr reduce(tensors& ts, const ::c10d::ReduceOptions& opts) override;
+  work_ptr allgather(std::vector<tensors>& outs, tensors& ins,
+                     const ::c10d::AllgatherOptions& opts) override;
+  work_ptr _allgather_base(at::Tensor& out, at::Tensor& in,
+                           const ::c10d::AllgatherOptions& opts) override;
+  work_ptr allgather_coalesced(std::vector<tensors>& outs, tensors& ins,
+                               const ::c10d::AllgatherOptions& opts) override;
+  work_ptr gather(std::vector<tensors>& outs, tensors& ins, const ::c10d::GatherOptions& opts) override;
+  work_ptr scatter(tensors& outs, std::vector<tensors>& ins, const ::c10d::ScatterOptions& opts) override;
+  work_ptr reduce_scatter(tensors& outs, std::vector<tensors>& ins,
+                          const ::c10d::ReduceScatterOptions& opts) override;
+  work_ptr _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
+                                const ::c10d::ReduceScatterOptions& opts) override;
+  work_ptr alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
+                         std::vector<int64_t>& in_splits, const ::c10d::AllToAllOptions& opts) override;
+  work_ptr alltoall(tensors& outs, tensors& ins, const ::c10d::AllToAllOptions& opts) override;
+  work_ptr send(tensors& ts, int dst, int tag) override;
+  work_ptr recv(tensors& ts, int src, int tag) override;
+  work_ptr recvAnysource(tensors& ts, int tag) override;
+  work_ptr barrier(const ::c10d::BarrierOptions& opts) override;
+
+private:
+  c10::intrusive_ptr<work_mccl> make_work(::c10d::OpType type, const char* op, tensors outputs);
+
+  std::shared_ptr<runtime> runtime_;
+  communicator comm_;
+  std::chrono::milliseconds op_timeout_;
+};
+
+} // namespace mccl::torch_backend

@@ -1,0 +1,154 @@
+#include "work_mccl.hpp"
+
+#include "metrics.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace mccl::torch_backend {
+
+namespace {
+
+/// Completing a torch future runs its callbacks (DDP hooks, Python code) on
+/// the completing thread. mccl's completion callbacks run on mccl threads
+/// that must never block, so completions are handed to this one thread.
+class completion_thread {
+public:
+  static completion_thread& instance() {
+    // Never destroyed: it must outlive any Work completing at exit.
+    static auto* t = new completion_thread();
+    return *t;
+  }
+
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> guard{mutex_};
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+
+private:
+  completion_thread() {
+    std::thread([this] { run(); }).detach();
+  }
+
+  void run() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock{mutex_};
+        cv_.wait(lock, [this] { return !tasks_.empty(); });
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+};
+
+c10::TypePtr tensor_list_type() {
+  return c10::ListType::create(c10::TensorType::get());
+}
+
+} // namespace
+
+work_mccl::work_mccl(int rank, ::c10d::OpType type, std::string what, std::vector<at::Tensor> outputs,
+                     std::chrono::milliseconds op_timeout)
+  : ::c10d::Work(rank, type),
+    what_(std::move(what)),
+    outputs_(std::move(outputs)),
+    // The watchdog fails an op at its deadline; the grace covers the
+    // failure's way back and the copy-outs.
+    wait_bound_(op_timeout + std::chrono::seconds(30)),
+    future_(c10::make_intrusive<c10::ivalue::Future>(tensor_list_type())) {
+}
+
+void work_mccl::track(std::vector<work> parts, std::function<void()> after, int source) {
+  parts_ = std::move(parts);
+  after_ = std::move(after);
+  source_ = source;
+  bool all_done = true;
+  for (const auto& p : parts_)
+    all_done = all_done && p.test();
+  if (all_done) {
+    // Ops that ran inline on this thread are already done: finish here and
+    // spare a thread hand-off.
+    for (const auto& p : parts_)
+      record_op(p.metrics(), !p.ok());
+    complete(nullptr);
+    return;
+  }
+  remaining_ = parts_.size();
+  c10::intrusive_ptr<work_mccl> self = c10::intrusive_ptr<work_mccl>::reclaim_copy(this);
+  for (const auto& p : parts_)
+    p.on_complete([self] { self->on_part_done(); });
+}
+
+void work_mccl::on_part_done() {
+  if (remaining_.fetch_sub(1) != 1)
+    return;
+  c10::intrusive_ptr<work_mccl> self = c10::intrusive_ptr<work_mccl>::reclaim_copy(this);
+  completion_thread::instance().post([self] {
+    for (const auto& p : self->parts_)
+      record_op(p.metrics(), !p.ok());
+    self->complete(nullptr);
+  });
+}
+
+void work_mccl::complete(std::exception_ptr failure) {
+  if (!failure)
+    for (const auto& p : parts_)
+      if (auto e = p.failure()) {
+        failure = std::make_exception_ptr(*e);
+        break;
+      }
+  if (!failure && after_) {
+    try {
+      after_();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  after_ = nullptr;
+  finish(failure);
+  if (failure)
+    future_->setError(failure);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
+}
+
+void work_mccl::fail_now(std::exception_ptr e) {
+  record_op(op_metrics{}, true);
+  complete(std::move(e));
+}
+
+bool work_mccl::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto bound = timeout == kNoTimeout ? wait_bound_ : timeout;
+  if (!cv_.wait_for(lock, bound, [this] { return completed_; })) {
+    if (timeout == kNoTimeout)
+      throw error(errc::internal, what_ + " did not complete within its deadline plus "
+                                    "30 s; this is a bug in mccl, please report it");
+    throw error(errc::timeout, what_ + " did not complete within the " + std::to_string(timeout.count())
+                                 + " ms given to wait()");
+  }
+  if (exception_)
+    std::rethrow_exception(exception_);
+  return true;
+}
+
+int work_mccl::sourceRank() const {
+  int s = source_.load();
+  if (s < 0)
+    TORCH_CHECK(false, "mccl: sourceRank() is only available for a receive from any source");
+  return s;
+}
+
+} // namespace mccl::torch_backend

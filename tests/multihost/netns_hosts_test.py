@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""3 emulated hosts x 2 ranks over real ssh: mcclrun --hostfile starts
+mccl_check on every host; allreduce, broadcast and the other collectives
+(allgather among them) must be exact.  Also the route-to-MASTER_ADDR choice
+(no ips in the hosts list) and the error for an MCCL_IFNAME that matches
+nothing.
+
+    netns_hosts_test.py MCCL_CHECK
+
+Needs root (network namespaces); otherwise it prints why and exits 77, which
+ctest reports as skipped.
+"""
+
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import netns_hosts  # noqa: E402
+
+MCCLRUN = os.environ.get("MCCLRUN") or os.path.join(HERE, "..", "..", "tools", "mcclrun")
+MCCL_CHECK = None
+PYTHON = "/usr/bin/python3"
+JOB_TIMEOUT = 120  # mcclrun's own --timeout; the subprocess gets a bit more
+SKIP = 77
+
+
+class ThreeHostsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.hosts = netns_hosts.EmulatedHosts(count=3, rate="1gbit").__enter__()
+        cls.tmp = tempfile.mkdtemp(prefix="mccl-hostfile-")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hosts.close()
+
+    def mcclrun(self, *args, check_ok=True):
+        done = self.hosts.run(0, [PYTHON, MCCLRUN, "--ssh", self.hosts.ssh_command,
+                                  "--timeout", str(JOB_TIMEOUT), *args],
+                              timeout=JOB_TIMEOUT + 30, check=False)
+        if check_ok:
+            self.assertEqual(done.returncode, 0, done.stdout[-3000:] + done.stderr[-3000:])
+        return done
+
+    def hostfile(self, **kwargs):
+        path = os.path.join(self.tmp, "hosts.json")
+        with open(path, "w") as f:
+            json.dump(self.hosts.hostfile(**kwargs), f)
+        return path
+
+    def test_collectives_over_ssh(self):
+        hostfile = self.hostfile(slots=2)
+        for mode, counts in (("allreduce", ["0", "1", "7", "262147", "4194304"]),
+                             ("broadcast", ["0", "1", "7", "262147"]),
+                             ("ops", ["0", "1", "7", "100003"])):
+            with self.subTest(mode=mode):
+                done = self.mcclrun("--hostfile", hostfile, "--env", "MCCL_LOG_LEVEL=INFO",
+                                    "--", MCCL_CHECK, mode, *counts)
+                # Every rank listened on its own host's address.
+                for rank in range(6):
+                    address = self.hosts.address(rank // 2)
+                    self.assertIn(f"rank {rank} listens on {address}", done.stderr)
+
+    def test_route_to_master_picks_the_interface(self):
+        done = self.mcclrun("--hosts", "h0:2,h1:2,h2:2", "--master-addr", self.hosts.address(0),
+                            "--env", "MCCL_LOG_LEVEL=INFO", "--", MCCL_CHECK, "allreduce", "7", "65537")
+        for rank in range(6):
+            self.assertIn(f"rank {rank} listens on {self.hosts.address(rank // 2)}: eth0 "
+                          f"({self.hosts.address(rank // 2)}) routes to MASTER_ADDR", done.stderr)
+
+    def test_unknown_interface_is_named(self):
+        done = self.mcclrun("--hostfile", self.hostfile(slots=1, ips=False),
+                            "--master-addr", self.hosts.address(0), "--env", "MCCL_IFNAME=ib", "--", MCCL_CHECK, "allreduce", "7",
+                            check_ok=False)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn('MCCL_IFNAME="ib" matches no interface that is up; this host has: '
+                      "lo (127.0.0.1), eth0 (10.77.0.", done.stdout + done.stderr)
+
+
+TOPO = os.path.join(HERE, "..", "..", "tools", "mccl-topo")
+
+
+class TwoNetworksTest(unittest.TestCase):
+    """Two hosts on two networks: mccl-topo sees both, and its hostfile runs."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.hosts = netns_hosts.EmulatedHosts(count=2, networks=2, rate="200mbit").__enter__()
+        cls.tmp = tempfile.mkdtemp(prefix="mccl-topo-")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hosts.close()
+
+    def topo(self, *args):
+        done = self.hosts.run(0, [PYTHON, TOPO, "--ssh", self.hosts.ssh_command,
+                                  "--probe-bytes", "2M", *args, "h0", "h1"],
+                              timeout=120, check=False)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout
+
+    def test_topology_and_hostfile(self):
+        hostfile = os.path.join(self.tmp, "topo-hosts.json")
+        report = json.loads(self.topo("--json", "--hostfile", hostfile))
+        speeds = {i["name"]: i["speed_mbps"] for i in report["hosts"]["h1"]["interfaces"]}
+        self.assertIn("eth1", speeds)
+        reached = {(p["from"], p["address"]) for p in report["pairs"] if p["ok"]}
+        self.assertEqual(reached, {("h0", "10.77.0.2"), ("h0", "10.77.1.2"),
+                                   ("h1", "10.77.0.1"), ("h1", "10.77.1.1")})
+        for p in report["pairs"]:
+            self.assertGreater(p["gbps"], 0)
+            self.assertGreater(p["rtt_us"], 0)
+        with open(hostfile) as f:
+            written = json.load(f)["hosts"]
+        self.assertEqual([(h["ssh"], h["ips"]) for h in written],
+                         [("h0", ["10.77.0.1", "10.77.1.1"]), ("h1", ["10.77.0.2", "10.77.1.2"])])
+        # The hostfile it wrote runs a job (both addresses of each host in use).
+        done = self.hosts.run(0, [PYTHON, MCCLRUN, "--ssh", self.hosts.ssh_command,
+                                  "--timeout", str(JOB_TIMEOUT), "--hostfile", hostfile,
+                                  "--", MCCL_CHECK, "allreduce", "1", "65537", "1048583"],
+                              timeout=JOB_TIMEOUT + 30, check=False)
+        self.assertEqual(done.returncode, 0, done.stdout[-3000:] + done.stderr[-3000:])
+
+    def test_dot(self):
+        dot = self.topo("--dot")
+        self.assertTrue(dot.startswith("digraph mccl_topology {"), dot)
+        self.assertIn('"h0" -> "h1" [label="eth1 ', dot)
+        self.assertIn('"h1" -> "h0" [label="eth0 ', dot)
+
+
+def main():
+    global MCCL_CHECK
+    if len(sys.argv) < 2:
+        print("usage: netns_hosts_test.py MCCL_CHECK [unittest args]", file=sys.stderr)
+        return 2
+    MCCL_CHECK = os.path.abspath(sys.argv.pop(1))
+    why = netns_hosts.missing_requirements()
+    if why:
+        print(f"SKIPPED: emulated hosts are not available here: {why}")
+        return SKIP
+    program = unittest.main(verbosity=2, exit=False)
+    return 0 if program.result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""mccl.init() / MCCLConfig against the environment and the process group's
+timeout, and the metrics summary, through backend "mccl" on 2 ranks."""
+
+import unittest
+
+import harness
+
+
+def config_precedence(rank, world, init_method):
+    import datetime
+    import os
+    import torch.distributed as dist
+    import mccl
+
+    seen = {}
+    # The environment (MCCL_TIMEOUT_MS=7000, set by the test) beats the
+    # group's timeout; MCCL_CHUNK_BYTES from the environment is overridden
+    # from Python.
+    mccl.init(mccl.MCCLConfig(chunk_bytes="2M"), spin_us=20)
+    cfg = mccl.get_config()
+    seen["chunk_bytes"] = cfg["chunk_bytes"]
+    seen["spin_us"] = cfg["spin_us"]
+    seen["timeout_env"] = cfg["timeout_ms"]
+    dist.init_process_group("mccl", init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    seen["default_group"] = dist.distributed_c10d._get_default_group().op_timeout_ms
+    # Python beats the environment.
+    mccl.init(timeout_ms=4321)
+    seen["python_group"] = dist.new_group([0, 1]).op_timeout_ms
+    # Neither set: the group's own timeout is the op deadline.
+    mccl.reset_config()
+    del os.environ["MCCL_TIMEOUT_MS"]
+    seen["plain_group"] = dist.new_group([0, 1], timeout=datetime.timedelta(seconds=42)).op_timeout_ms
+    dist.destroy_process_group()
+    return seen
+
+
+def metrics(rank, world):
+    import torch
+    import torch.distributed as dist
+    import mccl
+
+    mccl.reset_metrics()
+    for _ in range(3):
+        dist.all_reduce(torch.ones(1024))
+    dist.all_reduce(torch.ones(1 << 20))
+    dist.broadcast(torch.ones(16), src=0)
+    m = mccl.get_metrics()
+    line = mccl.log_metrics()
+    mccl.reset_metrics()
+    return m, line, mccl.get_metrics()
+
+
+class ConfigTest(unittest.TestCase):
+    def test_python_beats_environment_beats_group_timeout(self):
+        env = {"MCCL_TIMEOUT_MS": "7000", "MCCL_CHUNK_BYTES": "512K"}
+        for seen in harness.run_ranks(config_precedence, 2, harness.file_init_url(), backend=None,
+                                      env=env, deadline=90):
+            self.assertEqual(seen["chunk_bytes"], ("2M", "explicit"))
+            self.assertEqual(seen["spin_us"], ("20", "explicit"))
+            self.assertEqual(seen["timeout_env"], ("7000", "environment"))
+            self.assertEqual(seen["default_group"], 7000)
+            self.assertEqual(seen["python_group"], 4321)
+            self.assertEqual(seen["plain_group"], 42000)
+
+    def test_config_object_refuses_unknown_names(self):
+        import mccl
+        with self.assertRaises(ValueError):
+            mccl.MCCLConfig(chunk_size="1M")
+        c = mccl.MCCLConfig(algo="allreduce=ring")
+        self.assertEqual(c.items(), [("algo", "allreduce=ring")])
+        self.assertIn("chunk_bytes", mccl.MCCLConfig.describe())
+
+
+class MetricsTest(unittest.TestCase):
+    def test_summary_counts_what_ran(self):
+        for m, line, after in harness.run_ranks(metrics, 2, deadline=90):
+            self.assertEqual(m["total_ops"], 5)
+            self.assertEqual(m["errors"], 0)
+            self.assertEqual(m["total_bytes"], 3 * 1024 * 4 + (1 << 20) * 4 + 16 * 4)
+            self.assertEqual(sum(m["algorithms"]["allreduce"].values()), 4)
+            self.assertEqual(sum(m["algorithms"]["broadcast"].values()), 1)
+            self.assertGreater(m["p50_latency_ms"], 0)
+            self.assertGreaterEqual(m["p99_latency_ms"], m["p50_latency_ms"])
+            self.assertGreater(m["peak_throughput_gbps"], 0)
+            self.assertIn("5 ops", line)
+            self.assertEqual(after["total_ops"], 0)
+            self.assertEqual(after["algorithms"], {})
+
+
+if __name__ == "__main__":
+    unittest.main()

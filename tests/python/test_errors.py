@@ -1,0 +1,113 @@
+"""Errors through backend "mccl" surface as Python exceptions carrying
+mccl's message: tensors mccl cannot handle (a non-CPU device, an unsupported
+dtype, a reduction the dtype lacks, wrong list sizes), ranks that issue
+mismatched collectives, the process group's timeout, Work.wait(timeout),
+and bad settings in mccl.init()."""
+
+import datetime
+import unittest
+
+import harness
+
+
+def argument_errors_then_timeout(rank, world):
+    import time
+    import warnings
+    import torch
+    import torch.distributed as dist
+    import mccl
+
+    def message_of(fn):
+        try:
+            fn()
+        except RuntimeError as e:  # MCCLError is a RuntimeError
+            return str(e)
+        raise AssertionError("no error raised")
+
+    warnings.filterwarnings("ignore", category=UserWarning)  # 1.13's deprecation notes
+    found = {}
+    # A tensor that is not on the CPU. This torch has no CUDA, so a meta
+    # tensor stands in: mccl refuses anything not on the CPU the same way.
+    # (all_reduce itself goes through torch's dispatcher, which has no meta
+    # kernel; these calls reach the process group directly.)
+    meta = torch.empty(4, device="meta")
+    found["device"] = message_of(lambda: dist.all_reduce_coalesced([meta]))
+    found["device_base"] = message_of(lambda: dist._all_gather_base(meta, meta))
+    found["dtype"] = message_of(lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int16)))
+    found["redop"] = message_of(lambda: dist.all_reduce(torch.zeros(4), op=dist.ReduceOp.BAND))
+    found["list"] = message_of(lambda: dist.all_gather([torch.zeros(2)], torch.zeros(2)))
+    found["mccl_error"] = isinstance(
+        _raised(lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int16))), mccl.MCCLError)
+    dist.barrier()  # argument errors left the communicator usable
+
+    # The group's timeout (3 s here) bounds an op that rank 1 never joins;
+    # Work.wait(timeout) gives up earlier without failing the op.
+    if rank == 0:
+        work = dist.all_reduce(torch.ones(1 << 20), async_op=True)  # beyond the inline size
+        found["wait_timeout"] = message_of(lambda: work.wait(datetime.timedelta(milliseconds=200)))
+        start = time.monotonic()
+        found["op_timeout"] = message_of(work.wait)
+        found["op_timeout_s"] = time.monotonic() - start
+    else:
+        time.sleep(8)  # stay alive (connected) until rank 0 has timed out
+    return found
+
+
+def _raised(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 -- the test inspects the type
+        return e
+    return None
+
+
+def mismatched_shapes(rank, world):
+    import torch
+    import torch.distributed as dist
+    try:
+        dist.all_reduce(torch.ones(4 + rank))
+    except RuntimeError as e:
+        return str(e)
+    return "no error"
+
+
+class ErrorsTest(unittest.TestCase):
+    def test_argument_errors_and_timeouts(self):
+        r0, r1 = harness.run_ranks(argument_errors_then_timeout, 2, pg_timeout=3, deadline=90)
+        for found in (r0, r1):
+            self.assertIn("is on meta", found["device"])
+            self.assertIn("CPU tensors only", found["device"])
+            self.assertIn("allreduce_coalesced on rank", found["device"])
+            self.assertIn("input is on meta", found["device_base"])
+            self.assertIn("not supported", found["dtype"])
+            self.assertIn("not defined for dtype float32", found["redop"])
+            self.assertIn("output list has 1 tensor(s); expected 2", found["list"])
+            self.assertTrue(found["mccl_error"], "argument errors are mccl.MCCLError")
+        self.assertIn("200 ms given to wait()", r0["wait_timeout"])
+        self.assertIn("timeout", r0["op_timeout"])
+        self.assertIn("MCCL_TIMEOUT_MS=3000", r0["op_timeout"])
+        self.assertIn("waiting on rank 1", r0["op_timeout"])
+        self.assertLess(r0["op_timeout_s"], 30.0)
+
+    def test_mismatched_shapes_fail_on_every_rank(self):
+        for text in harness.run_ranks(mismatched_shapes, 2, pg_timeout=20, deadline=90):
+            self.assertIn("desync", text)
+            self.assertIn("count 4", text)
+            self.assertIn("count 5", text)
+
+    def test_bad_settings_are_refused_naming_them(self):
+        import mccl
+        with self.assertRaises(mccl.MCCLError) as bad_value:
+            mccl.init(chunk_bytes="12Q")
+        self.assertIn("MCCL_CHUNK_BYTES", str(bad_value.exception))
+        with self.assertRaises(ValueError) as unknown:
+            mccl.init(chunk_byte="1M")
+        self.assertIn("did you mean chunk_bytes", str(unknown.exception))
+        # A rejected call applies nothing, also not its valid values.
+        with self.assertRaises(mccl.MCCLError):
+            mccl.init(spin_us=10, chunk_bytes="12Q")
+        self.assertNotIn("MCCL_SPIN_US", mccl._C.python_settings())
+
+
+if __name__ == "__main__":
+    unittest.main()
