@@ -18,6 +18,7 @@
 #include "config/config.hpp"
 #include "config/error.hpp"
 #include "reducers/reduce.hpp"
+#include "transport/fault_scenario.hpp"
 #include "transport/store.hpp"
 
 #include <cstdint>
@@ -64,6 +65,10 @@ struct comm_options {
   uint32_t comm_id = 0;
   /// Explicit settings for this communicator; they beat the environment.
   config_overrides overrides;
+  /// A fault-injection scenario for this communicator (README, "Fault
+  /// injection"), e.g. transport::parse_fault_scenario(json_text, "my test");
+  /// it replaces MCCL_FAULTS. Null: MCCL_FAULTS decides.
+  std::shared_ptr<const transport::fault_scenario> faults;
 };
 
 /// RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun's names; LOCAL_RANK

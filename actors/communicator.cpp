@@ -6,6 +6,7 @@
 #include "actors/progress_actor.hpp"
 #include "config/log.hpp"
 #include "reducers/reduce.hpp"
+#include "transport/fault_connection.hpp"
 #include "transport/interfaces.hpp"
 #include "transport/socket_util.hpp"
 #include "transport/tcp_mesh.hpp"
@@ -47,6 +48,8 @@ struct communicator::impl {
   std::atomic<bool> finalized{false};
   std::atomic<uint64_t> splits{0};
   std::atomic<uint64_t> shrinks{0};
+  /// Fault injection (MCCL_FAULTS or comm_options::faults); null: none.
+  std::shared_ptr<transport::fault_recorder> fault_report;
 
   ~impl() { finalize(); }
 
@@ -68,6 +71,25 @@ struct communicator::impl {
       progress = nullptr;
     }
     store_server.reset();
+    if (fault_report) {
+      fault_report->write();
+      MCCL_LOG(info, "rank " << rank << ": fault report written to " << fault_report->prefix()
+                             << ".txt and .json");
+    }
+  }
+
+  /// Puts the op's outcome in the fault report once it is done.
+  void record_outcome(const std::shared_ptr<work_state>& state) {
+    std::weak_ptr<work_state> weak = state;
+    state->add_callback([weak, report = fault_report, crc = cfg.transport_crc] {
+      auto s = weak.lock();
+      if (!s)
+        return;
+      auto m = s->metrics();
+      auto failure = s->failure();
+      report->op(m.op, m.algorithm, m.seq, !failure, failure ? failure->message() : "", crc,
+                 std::chrono::duration<double, std::milli>(m.duration).count());
+    });
   }
 
   [[noreturn]] void reject(const op_request& op, errc code, const std::string& why) const {
@@ -185,6 +207,8 @@ struct communicator::impl {
     }
     req->work = std::make_shared<work_state>(cfg.timeout);
     work w(req->work);
+    if (fault_report)
+      record_outcome(req->work);
     std::lock_guard<std::mutex> guard{submit_mutex};
     if (finalized.load())
       reject(op, errc::finalized, "the communicator was finalized");
@@ -305,6 +329,36 @@ struct communicator_factory {
   static communicator make(std::shared_ptr<communicator::impl> p) { return communicator(std::move(p)); }
 };
 
+/// The scenario of MCCL_FAULTS (or comm_options::faults) for this rank, with
+/// its report; null when no faults are to be injected.
+std::shared_ptr<transport::fault_injector> make_fault_injector(communicator::impl& p,
+                                                               const comm_options& o) {
+  std::shared_ptr<const transport::fault_scenario> scenario = o.faults;
+  if (!scenario && !p.cfg.faults.empty())
+    scenario = std::make_shared<transport::fault_scenario>(transport::load_fault_scenario(p.cfg.faults));
+  if (!scenario)
+    return nullptr;
+  transport::check_fault_ranks(*scenario, o.world_size);
+  // MCCL_FAULTS_REPORT=PREFIX, else the scenario's path without .json
+  // (the C++ API: mccl-faults in the working directory), plus the rank.
+  std::string prefix = p.cfg.faults_report;
+  if (prefix.empty()) {
+    prefix = o.faults ? std::string("mccl-faults") : p.cfg.faults;
+    if (prefix.size() > 5 && prefix.compare(prefix.size() - 5, 5, ".json") == 0)
+      prefix.resize(prefix.size() - 5);
+    prefix += ".report";
+  }
+  prefix += ".rank" + std::to_string(o.rank);
+  if (o.comm_id != 0)
+    prefix += ".comm" + std::to_string(o.comm_id);
+  p.fault_report = std::make_shared<transport::fault_recorder>(o.rank, scenario->source, scenario->seed,
+                                                               prefix);
+  MCCL_LOG(info, "rank " << o.rank << ": injecting " << scenario->faults.size() << " fault rule(s) from "
+                         << scenario->source << " (seed " << scenario->seed << "); report: " << prefix
+                         << ".txt/.json");
+  return std::make_shared<transport::fault_injector>(*scenario, o.rank, p.fault_report);
+}
+
 communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const comm_options& o,
                                bool sub_communicator) {
   auto p = std::make_shared<communicator::impl>();
@@ -341,6 +395,8 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   pi.watchdog = rt->watchdog;
   pi.shared->recorder = std::make_shared<actors::flight_recorder>(cfg.flight_recorder);
   std::vector<transport::connection_ptr> conns;
+  // Before connecting: a bad scenario file fails fast, on every rank.
+  auto injector = o.world_size > 1 ? make_fault_injector(*p, o) : nullptr;
 
   if (o.world_size > 1) {
     store_ptr rendezvous = o.store;
@@ -396,6 +452,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     mo.rendezvous = rendezvous.get();
     mo.key_prefix = prefix;
     conns = transport::build_tcp_mesh(rt->reactor->monitor(), mo);
+    // Counted before the fault injector (if any) wraps the connections.
     std::size_t sockets = 0;
     for (const auto& c : conns) {
       if (!c)
@@ -405,6 +462,12 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     }
     MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s) over "
                            << sockets << " socket(s)");
+    if (injector) {
+      for (int peer = 0; peer < o.world_size; ++peer)
+        if (conns[peer])
+          conns[peer] = injector->wrap(conns[peer], peer);
+      injector->start();
+    }
     p->rendezvous = rendezvous;
   }
   MCCL_LOG(info, "communicator " << o.comm_id << ": " << describe_selection(o.world_size, cfg));
@@ -422,6 +485,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   ii.progress = p->progress;
   ii.shared = p->shared;
   ii.peers.resize(static_cast<std::size_t>(o.world_size));
+  ii.recorder = p->fault_report;
   for (int peer = 0; peer < o.world_size; ++peer) {
     if (!conns.empty() && conns[peer]) {
       actors::link_init li;
@@ -432,13 +496,20 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
       li.progress = p->progress;
       li.pool = &rt->pool;
       li.crc = cfg.transport_crc;
+      li.crc_retries = cfg.crc_retries;
       li.spin = cfg.spin;
       li.heartbeat = cfg.heartbeat;
+      li.heartbeat_misses = cfg.heartbeat_misses;
+      li.recorder = p->fault_report;
       // The largest data frame a peer sends: a pipelining chunk, or a whole
       // small op on the latency path.
       li.max_payload = static_cast<uint32_t>(std::min<std::size_t>(
         std::max(cfg.chunk_bytes, cfg.small_msg_threshold), wire::max_payload_limit));
-      li.lease = std::make_shared<actors::link_lease>();
+      // With CRC, small ops stay on the actor path: the retransmit state
+      // lives in the link (crc_recovery.hpp), and a link without a lease is
+      // never lent to the inline path.
+      if (!cfg.transport_crc)
+        li.lease = std::make_shared<actors::link_lease>();
       ii.max_payload = li.max_payload;
       ii.peers[peer] = actors::inline_peer{li.conn, li.lease, nullptr};
       links[peer] = sys.spawn<actors::link_actor>(std::move(li));

@@ -4,7 +4,6 @@
 
 #include "collectives/op_session.hpp"
 #include "collectives/registry.hpp"
-#include "transport/crc32c.hpp"
 #include "transport/frame_queue.hpp"
 
 #include <caf/send.hpp>
@@ -45,8 +44,12 @@ struct inline_channel {
     std::size_t written = 0; ///< of header + payload
     uint32_t step = 0;
     uint32_t chunk = 0;
+    bool heartbeat = false; ///< ours, not the op's: no frame_sent for it
   };
   std::deque<out_frame> out;
+  /// Liveness while the op waits (MCCL_HEARTBEAT_MS / _MISSES), as the link
+  /// does it: we send heartbeats and watch the peer's silence.
+  std::chrono::steady_clock::time_point last_rx, last_tx;
 
   std::vector<uint8_t> in; ///< bytes read; [in_begin, in_end) not yet consumed
   std::size_t in_begin = 0;
@@ -76,8 +79,15 @@ public:
   }
 
   void run(clock::time_point deadline) {
-    start_op();
     auto idle_since = clock::now();
+    auto next_keep_alive = idle_since + init_.cfg.heartbeat / 4;
+    for (auto* c : channels_) {
+      // The link watched the peer until it lent us the connection.
+      auto seen = c->link->lease->last_rx;
+      c->last_rx = seen == clock::time_point{} ? idle_since : std::min(seen, idle_since);
+      c->last_tx = idle_since;
+    }
+    start_op();
     while (!reported()) {
       bool moved = false;
       for (auto* c : channels_)
@@ -92,6 +102,12 @@ public:
         break;
       }
       auto now = clock::now();
+      // By the clock, not by idleness: frames arriving (a peer's own
+      // heartbeats) must not keep us from sending ours.
+      if (now >= next_keep_alive) {
+        keep_alive(now);
+        next_keep_alive = now + init_.cfg.heartbeat / 4;
+      }
       // Like the progress actor, give an ABORT that explains a lost
       // connection (naming the rank that really failed) time to arrive.
       if (!moved && lost_peer_ >= 0 && now >= lost_at_ + loss_grace) {
@@ -116,7 +132,7 @@ public:
       // kernel until a connection is ready.
       if (now - idle_since >= init_.cfg.spin)
         wait(std::min<clock::time_point>(lost_peer_ >= 0 ? std::min(deadline, lost_at_ + loss_grace) : deadline,
-                                         now + poll_slice));
+                                         now + std::min<clock::duration>(poll_slice, init_.cfg.heartbeat / 2)));
       else
         std::this_thread::yield();
     }
@@ -134,10 +150,8 @@ private:
     if (!c)
       throw error(errc::internal, "algorithm " + algorithm_name() + " sends to rank "
                                     + std::to_string(req.peer) + ", which has no connection");
-    if (init_.cfg.transport_crc && req.len > 0) {
-      req.header.flags |= wire::flag_crc;
-      req.header.crc = crc32c(req.data, req.len);
-    }
+    // No CRC here: with MCCL_TRANSPORT_CRC ops never run inline (the
+    // retransmit state lives in the link, see communicator.cpp).
     req.header.payload_len = static_cast<uint32_t>(req.len);
     inline_channel::out_frame f;
     wire::encode_header(req.header, f.header);
@@ -146,6 +160,37 @@ private:
     f.step = req.header.step;
     f.chunk = req.header.chunk;
     c->out.push_back(f);
+  }
+
+  /// While the op waits: heartbeats to peers we have not written to for
+  /// half an interval, and a peer silent for MCCL_HEARTBEAT_MS x
+  /// MCCL_HEARTBEAT_MISSES is declared dead (lose(): the op fails after the
+  /// grace period unless an ABORT explains it).
+  void keep_alive(clock::time_point now) {
+    for (auto* c : channels_) {
+      if (c->lost || c->departed || c->aborted)
+        continue;
+      if (c->out.empty() && now - c->last_tx >= init_.cfg.heartbeat / 2) {
+        inline_channel::out_frame f;
+        wire::frame_header h;
+        h.kind = wire::frame_kind::heartbeat;
+        h.comm_id = init_.comm_id;
+        wire::encode_header(h, f.header);
+        f.heartbeat = true;
+        c->out.push_back(f);
+      }
+      auto limit = init_.cfg.heartbeat * init_.cfg.heartbeat_misses;
+      if (init_.cfg.heartbeat_misses > 0 && now - c->last_rx >= limit) {
+        auto why = c->name + " sent nothing for "
+                   + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - c->last_rx).count())
+                   + " ms (MCCL_HEARTBEAT_MS=" + std::to_string(init_.cfg.heartbeat.count())
+                   + " x MCCL_HEARTBEAT_MISSES=" + std::to_string(init_.cfg.heartbeat_misses)
+                   + "): declared dead (frozen, stopped or cut off)";
+        if (init_.recorder)
+          init_.recorder->reaction("heartbeat_dead", c->peer, {}, why);
+        lose(*c, why);
+      }
+    }
   }
 
   void report(errc code, std::string message) override {
@@ -171,8 +216,10 @@ private:
       if (r.bytes == 0)
         return moved;
       moved = true;
+      c.last_tx = clock::now();
       transport::account_written(c.out, r.bytes, [&](const inline_channel::out_frame& f) {
-        frame_sent(c.peer, f.step, f.chunk);
+        if (!f.heartbeat)
+          frame_sent(c.peer, f.step, f.chunk);
       });
     }
     return moved;
@@ -190,6 +237,7 @@ private:
       auto r = c.link->conn->read_some(c.in.data() + c.in_end, c.in.size() - c.in_end);
       if (r.bytes > 0) {
         c.in_end += r.bytes;
+        c.last_rx = clock::now();
         moved = true;
         continue;
       }
@@ -252,11 +300,12 @@ private:
       const uint8_t* payload = p + wire::header_size;
       bool ours = h.kind == wire::frame_kind::data && !(h.flags & wire::flag_p2p)
                   && h.comm_id == init_.comm_id && h.seq == args().op.seq;
-      if (ours && (h.flags & wire::flag_crc) && crc32c(payload, h.payload_len) != h.crc) {
-        c.poke = true; // left unconsumed: the link closes the connection
-        return fail(errc::protocol_error,
-                    "CRC32C mismatch on a chunk from " + c.name + " (step " + std::to_string(h.step)
-                      + ", chunk " + std::to_string(h.chunk) + ")");
+      if (h.kind == wire::frame_kind::data && (h.flags & wire::flag_crc)) {
+        c.poke = true; // left unconsumed: the link refuses it too
+        return fail(errc::invalid_config,
+                    c.name + " sends CRC32C-checked frames but MCCL_TRANSPORT_CRC is off on rank "
+                      + std::to_string(init_.rank)
+                      + ": set MCCL_TRANSPORT_CRC to the same value on every rank");
       }
       if (ours) {
         rx_chunk chunk{c.peer, h, nullptr};
@@ -360,6 +409,7 @@ bool inline_path::try_run(op_request& op) {
       if (!c)
         continue;
       auto& lease = *c->link->lease;
+      lease.last_rx = c->last_rx;
       lease.unread.assign(c->theirs.begin(), c->theirs.end());
       lease.unread.insert(lease.unread.end(), c->in.begin() + static_cast<std::ptrdiff_t>(c->in_begin),
                           c->in.begin() + static_cast<std::ptrdiff_t>(c->in_end));

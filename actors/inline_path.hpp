@@ -27,6 +27,7 @@
 #include "actors/progress_actor.hpp"
 #include "config/config.hpp"
 #include "transport/connection.hpp"
+#include "transport/fault_report.hpp"
 
 #include <caf/actor.hpp>
 
@@ -51,6 +52,8 @@ struct inline_init {
   std::shared_ptr<comm_shared> shared;
   std::vector<inline_peer> peers; ///< by rank; empty entry at our own rank
   uint32_t max_payload = 0;       ///< as the links check it
+  /// Fault report (MCCL_FAULTS); null: no scenario.
+  std::shared_ptr<transport::fault_recorder> recorder;
 };
 
 struct inline_channel;

@@ -26,10 +26,13 @@ constexpr std::size_t max_early_bytes = std::size_t{2} << 30;
 /// takes the actor path anyway.
 constexpr std::size_t max_lent_early_bytes = 1u << 20;
 constexpr int max_iov = 32;
+/// How long finalize waits for the peer to ack our last CRC-checked frames.
+constexpr auto crc_shutdown_wait = std::chrono::milliseconds(500);
 } // namespace
 
 link_actor::link_actor(caf::actor_config& cfg, link_init init)
-  : caf::event_based_actor(cfg), init_(std::move(init)), stage_(stage_capacity) {
+  : caf::event_based_actor(cfg), init_(std::move(init)), stage_(stage_capacity),
+    crc_rx_(init_.crc_retries) {
   peer_name_ = init_.conn->description();
   offered_ = init_.lease != nullptr; // see link_lease: new leases start on offer
   last_tx_ = last_rx_ = last_activity_ = clock::now();
@@ -86,7 +89,17 @@ caf::behavior link_actor::make_behavior() {
       on_unpost(op_id);
       offer_if_idle();
     },
-    [this](shutdown_atom, uint64_t issued) {
+    [this](shutdown_atom, uint64_t issued) -> caf::result<bool> {
+      if (init_.crc && !closed_ && !aborted_ && crc_tx_.kept_frames() > 0) {
+        // The peer may still find a CRC mismatch in what we sent last and
+        // ask for it again: wait (bounded) until it acked everything.
+        shutdown_wait_ = make_response_promise<bool>();
+        shutdown_issued_ = issued;
+        shutdown_deadline_ = clock::now() + crc_shutdown_wait;
+        delayed_send(this, crc_shutdown_wait, returned_atom::value);
+        kick();
+        return shutdown_wait_;
+      }
       on_shutdown(issued);
       return true;
     },
@@ -132,13 +145,16 @@ void link_actor::on_send(tx_request& req, caf::actor notify) {
   auto h = req.header;
   h.comm_id = init_.comm_id;
   h.payload_len = static_cast<uint32_t>(req.len);
-  if (init_.crc && req.len > 0) {
-    h.flags |= wire::flag_crc;
-    h.crc = crc32c(req.data, req.len);
-  }
-  wire::encode_header(h, item.header);
   item.data = req.data;
   item.len = req.len;
+  if (init_.crc) {
+    // The link keeps its own copy until the peer acks it, so a chunk can be
+    // sent again after the caller's buffer is reused (crc_recovery.hpp).
+    const auto& kept = crc_tx_.keep(h, req.data, req.len);
+    h = kept.header;
+    item.data = kept.payload.data();
+  }
+  wire::encode_header(h, item.header);
   item.notify = std::move(notify);
   item.step = h.step;
   item.chunk = h.chunk;
@@ -256,7 +272,11 @@ void link_actor::on_abort(int origin, const std::string& reason, errc code) {
   if (aborted_ || closed_)
     return;
   aborted_ = true;
+  if (init_.recorder)
+    init_.recorder->reaction("abort_sent", init_.peer, {},
+                             "ABORT (origin rank " + std::to_string(origin) + "): " + reason);
   purge_queued_data();
+  crc_tx_.clear(); // after the purge: a frame on the wire was copied out of it
   stop_landing(nullptr);
   landings_.clear();
   // The error code travels in the step field, so peers report the same kind
@@ -286,12 +306,45 @@ void link_actor::on_tick() {
   auto now = clock::now();
   // While the inline path has the connection its own frames show the peer
   // we are alive; have_connection() then just asks for a poke afterwards.
-  if (!aborted_ && txq_.empty() && now - last_tx_ >= init_.heartbeat && have_connection()) {
+  // Half an interval: ticks themselves are an interval apart, so the peer
+  // never goes 1.5 intervals without hearing from us (see check_peer_alive).
+  if (!aborted_ && txq_.empty() && now - last_tx_ >= init_.heartbeat / 2 && have_connection()) {
     enqueue_control(wire::frame_kind::heartbeat, 0, {});
     write_frames();
     kick();
   }
-  delayed_send(this, init_.heartbeat, tick_atom::value);
+  check_peer_alive(now);
+  if (!closed_)
+    delayed_send(this, init_.heartbeat, tick_atom::value);
+}
+
+void link_actor::check_peer_alive(clock::time_point now) {
+  if (closed_ || init_.heartbeat_misses == 0)
+    return;
+  auto limit = init_.heartbeat * init_.heartbeat_misses;
+  if (now - last_rx_ < limit)
+    return;
+  // While the inline path has the connection it watches the peer itself.
+  bool was_offered = init_.lease && offered_;
+  if (was_offered && !have_connection())
+    return;
+  // This worker may simply have been busy: read what is there first.
+  read_frames();
+  if (closed_)
+    return;
+  if (clock::now() - last_rx_ < limit) {
+    if (was_offered)
+      kick(); // parks again, offering the connection
+    return;
+  }
+  auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - last_rx_);
+  auto why = peer_name_ + " sent nothing for " + std::to_string(silent.count())
+             + " ms (MCCL_HEARTBEAT_MS=" + std::to_string(init_.heartbeat.count())
+             + " x MCCL_HEARTBEAT_MISSES=" + std::to_string(init_.heartbeat_misses)
+             + "): declared dead (frozen, stopped or cut off)";
+  if (init_.recorder)
+    init_.recorder->reaction("heartbeat_dead", init_.peer, {}, why);
+  fail(why);
 }
 
 // ---- progress -------------------------------------------------------------------
@@ -309,6 +362,8 @@ bool link_actor::have_connection() {
   if (!init_.lease->reclaim())
     return false;
   offered_ = false;
+  // The inline path read (and watched) the peer while it had the connection.
+  last_rx_ = std::max(last_rx_, init_.lease->last_rx);
   // What the inline path left: a frame it could not finish writing goes out
   // first; bytes it read past its own frames are parsed before new ones.
   auto& lease = *init_.lease;
@@ -363,10 +418,26 @@ void link_actor::hand_early_chunks_to_lease() {
   early_.clear();
 }
 
+void link_actor::finish_shutdown_when_acked() {
+  if (!shutdown_wait_.pending())
+    return;
+  if (!closed_ && !aborted_ && crc_tx_.kept_frames() > 0 && clock::now() < shutdown_deadline_)
+    return;
+  on_shutdown(shutdown_issued_);
+  shutdown_wait_.deliver(true);
+}
+
 void link_actor::poll() {
+  finish_shutdown_when_acked();
   if (closed_ || !have_connection())
     return;
   auto moved = read_frames();
+  if (init_.crc) {
+    ack_delivered_frames();
+    finish_shutdown_when_acked();
+    if (closed_)
+      return;
+  }
   if (!closed_)
     moved += write_frames();
   if (closed_)
@@ -400,6 +471,7 @@ void link_actor::park() {
   }
   if (lend && !offered_) {
     hand_early_chunks_to_lease();
+    init_.lease->last_rx = last_rx_;
     offered_ = true;
     init_.lease->offer();
   }
@@ -484,28 +556,36 @@ void link_actor::frame_complete() {
   auto h = cur_;
   auto buf = std::move(cur_buf_);
   const uint8_t* landed = std::exchange(cur_land_, nullptr);
-  if (std::exchange(cur_discard_, false))
+  if (std::exchange(cur_discard_, false)) {
+    // Still counted: CRC recovery numbers every checked frame (crc_recovery.hpp).
+    if (h.kind == wire::frame_kind::data && (h.flags & wire::flag_crc)
+        && !(h.flags & wire::flag_retransmit))
+      crc_rx_.skip();
     return;
-  const uint8_t* payload = landed ? landed : buf.get();
+  }
   switch (h.kind) {
     case wire::frame_kind::data: {
-      if ((h.flags & wire::flag_crc) && crc32c(payload, h.payload_len) != h.crc) {
-        fail("CRC32C mismatch on a chunk from " + peer_name_ + " (seq " + std::to_string(h.seq)
-             + ", step " + std::to_string(h.step) + ", chunk " + std::to_string(h.chunk) + ")");
+      bool checked = h.flags & wire::flag_crc;
+      if (checked != init_.crc) {
+        fail(peer_name_ + (checked ? " sends CRC32C-checked frames but MCCL_TRANSPORT_CRC is off"
+                                   : " sends frames without CRC32C but MCCL_TRANSPORT_CRC is on")
+             + " on rank " + std::to_string(init_.rank)
+             + ": set MCCL_TRANSPORT_CRC to the same value on every rank");
         return;
       }
-      if (h.comm_id != init_.comm_id) {
-        fail("frame for communicator " + std::to_string(h.comm_id) + " on a link of communicator "
-             + std::to_string(init_.comm_id) + " from " + peer_name_);
-        return;
-      }
-      if (h.flags & wire::flag_p2p)
-        dispatch_p2p(rx_chunk{init_.peer, h, std::move(buf)});
+      if (checked)
+        on_crc_frame(rx_chunk{init_.peer, h, std::move(buf), landed});
       else
-        dispatch_data(rx_chunk{init_.peer, h, std::move(buf), landed});
+        accept_data(rx_chunk{init_.peer, h, std::move(buf), landed});
       return;
     }
     case wire::frame_kind::heartbeat:
+      return;
+    case wire::frame_kind::crc_ack:
+      crc_tx_.on_ack(h.seq);
+      return;
+    case wire::frame_kind::crc_nack:
+      on_crc_nack(h.seq);
       return;
     case wire::frame_kind::abort: {
       std::string why;
@@ -513,6 +593,8 @@ void link_actor::frame_complete() {
       auto reason = text ? *text : "(unreadable reason: " + why + ")";
       peer_abort_reason_ = "rank " + std::to_string(h.aux) + " aborted the communicator: " + reason;
       peer_abort_code_ = wire::abort_code(h);
+      if (init_.recorder)
+        init_.recorder->reaction("peer_abort", init_.peer, {}, peer_abort_reason_);
       send(init_.progress, peer_abort_atom::value, static_cast<int>(h.aux), reason, peer_abort_code_);
       return;
     }
@@ -523,6 +605,107 @@ void link_actor::frame_complete() {
       fail(std::string("unexpected ") + wire::to_string(h.kind) + " frame from " + peer_name_
            + " after the handshake");
   }
+}
+
+void link_actor::accept_data(rx_chunk chunk) {
+  if (chunk.header.comm_id != init_.comm_id) {
+    fail("frame for communicator " + std::to_string(chunk.header.comm_id)
+         + " on a link of communicator " + std::to_string(init_.comm_id) + " from " + peer_name_);
+    return;
+  }
+  if (chunk.header.flags & wire::flag_p2p)
+    dispatch_p2p(std::move(chunk));
+  else
+    dispatch_data(std::move(chunk));
+}
+
+// ---- CRC recovery -----------------------------------------------------------------
+
+namespace {
+transport::frame_key key_of(const wire::frame_header& h) {
+  return transport::frame_key{h.seq, h.step, h.chunk, (h.flags & wire::flag_p2p) != 0, true};
+}
+std::string chunk_text(const wire::frame_header& h) {
+  return std::string(h.flags & wire::flag_p2p ? "message " : "seq ") + std::to_string(h.seq)
+         + ", step " + std::to_string(h.step) + ", chunk " + std::to_string(h.chunk);
+}
+} // namespace
+
+void link_actor::on_crc_frame(rx_chunk chunk) {
+  if (crc_failed_ || aborted_)
+    return;
+  // A corrupted payload may have landed in the caller's buffer already
+  // (receive in place); its retransmission then arrives in staging memory
+  // (a spot is claimed once) and the algorithm copies it over.
+  const auto h = chunk.header;
+  bool ok = wire::frame_crc(h, chunk.payload(), h.payload_len) == h.crc;
+  auto out = crc_rx_.on_frame(std::move(chunk), ok);
+  if (!out.fatal.empty())
+    return crc_give_up(h, out.fatal);
+  for (auto index : out.nacks) {
+    MCCL_LOG(warn, "CRC32C mismatch on a chunk from " << peer_name_ << " (" << chunk_text(h)
+                   << ", link frame " << index << "): asking for it again");
+    if (init_.recorder)
+      init_.recorder->reaction("nack_sent", init_.peer, key_of(h),
+                               "CRC32C mismatch; link frame " + std::to_string(index)
+                                 + " requested again (attempt " + std::to_string(out.attempts + 1) + ")");
+    enqueue_control(wire::frame_kind::crc_nack, 0, {}, index);
+  }
+  if (out.recovered && init_.recorder)
+    init_.recorder->reaction("crc_recovered", init_.peer, key_of(h),
+                             "link frame " + std::to_string(out.index) + " arrived intact after "
+                               + std::to_string(out.attempts) + " retransmission(s)");
+  for (auto& c : out.deliver) {
+    if (closed_)
+      return;
+    accept_data(std::move(c));
+  }
+  if (!out.nacks.empty()) {
+    write_frames();
+    kick();
+  }
+}
+
+void link_actor::ack_delivered_frames() {
+  if (closed_ || aborted_ || crc_rx_.delivered() == crc_acked_)
+    return;
+  crc_acked_ = crc_rx_.delivered();
+  enqueue_control(wire::frame_kind::crc_ack, 0, {}, crc_acked_);
+}
+
+void link_actor::on_crc_nack(uint64_t index) {
+  if (aborted_ || closed_)
+    return;
+  std::string why;
+  auto* f = crc_tx_.on_nack(index, &why);
+  if (!f) {
+    fail(peer_name_ + " " + why + " (CRC recovery out of step)");
+    return;
+  }
+  MCCL_LOG(warn, peer_name_ << " found a CRC32C mismatch in " << chunk_text(f->header)
+                 << ": sending it again");
+  if (init_.recorder)
+    init_.recorder->reaction("retransmit", init_.peer, key_of(f->header),
+                             "link frame " + std::to_string(index) + " sent again after a NACK");
+  tx_item item;
+  wire::encode_header(f->header, item.header);
+  item.data = f->payload.data(); // kept until acked, which cannot precede its arrival
+  item.len = f->payload.size();
+  txq_.push_back(std::move(item));
+  last_activity_ = clock::now();
+  write_frames();
+  kick();
+}
+
+void link_actor::crc_give_up(const wire::frame_header& h, const std::string& why) {
+  crc_failed_ = true;
+  auto text = "CRC32C recovery failed on the link from rank " + std::to_string(init_.peer)
+              + " to rank " + std::to_string(init_.rank) + " (" + chunk_text(h) + "): " + why;
+  if (init_.recorder)
+    init_.recorder->reaction("crc_budget_exhausted", init_.peer, key_of(h), text);
+  MCCL_LOG(error, text);
+  // The communicator aborts: every rank, the sender included, learns why.
+  send(init_.progress, op_failed_atom::value, errc::protocol_error, text);
 }
 
 uint8_t* link_actor::land(const wire::frame_header& h) {
@@ -627,7 +810,10 @@ void link_actor::fail(const std::string& why, bool graceful, uint64_t issued) {
   lost_ = !graceful;
   close_reason_ = why;
   txq_.clear(); // nothing more will be written: no pointer into caller memory survives
+  crc_tx_.clear();
   init_.conn->close();
+  if (init_.recorder)
+    init_.recorder->reaction(graceful ? "peer_finalized" : "link_down", init_.peer, {}, why);
   if (graceful)
     MCCL_LOG(info, why);
   else

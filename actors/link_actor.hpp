@@ -29,9 +29,11 @@
 /// inline path (link_lease.hpp) and takes it back before touching it again.
 
 #include "actors/buffer_pool.hpp"
+#include "actors/crc_recovery.hpp"
 #include "actors/link_lease.hpp"
 #include "actors/messages.hpp"
 #include "transport/connection.hpp"
+#include "transport/fault_report.hpp"
 
 #include <caf/event_based_actor.hpp>
 
@@ -52,11 +54,15 @@ struct link_init {
   caf::actor progress;
   buffer_pool* pool = nullptr;
   bool crc = false;
+  int crc_retries = 3; ///< MCCL_CRC_RETRIES
   std::chrono::microseconds spin{50};
   std::chrono::milliseconds heartbeat{1000};
+  int heartbeat_misses = 5; ///< MCCL_HEARTBEAT_MISSES; 0: never declare the peer dead
   uint32_t max_payload = 0; ///< largest data frame accepted (chunk size + slack)
   /// Shared with the communicator's inline path; null: never lent.
   std::shared_ptr<link_lease> lease;
+  /// Records reactions to faults for the fault report; null: no scenario.
+  std::shared_ptr<transport::fault_recorder> recorder;
 };
 
 class link_actor : public caf::event_based_actor {
@@ -95,6 +101,8 @@ private:
   void match_p2p();
   bool keep_early(std::size_t bytes, uint64_t seq, const char* what);
   void on_shutdown(uint64_t issued);
+  /// With CRC, finalize waits until the peer acked our frames (or a bound).
+  void finish_shutdown_when_acked();
   void on_tick();
 
   // ---- progress
@@ -120,6 +128,16 @@ private:
   /// `seq` (any op when `seq` is null): the op ended or is being failed.
   void stop_landing(const uint64_t* seq);
   void dispatch_data(rx_chunk chunk);
+  /// A data frame that passed every check, CRC recovery included.
+  void accept_data(rx_chunk chunk);
+  // ---- CRC recovery (crc_recovery.hpp); only with MCCL_TRANSPORT_CRC
+  void on_crc_frame(rx_chunk chunk);
+  void on_crc_nack(uint64_t index);
+  void ack_delivered_frames();
+  /// Fails the op (the whole communicator aborts) naming this link.
+  void crc_give_up(const wire::frame_header& h, const std::string& why);
+  /// Declares the peer dead when it has been silent for too long.
+  void check_peer_alive(clock::time_point now);
   void enqueue_control(wire::frame_kind kind, uint32_t aux, std::vector<uint8_t> payload,
                        uint64_t seq = 0, uint32_t step = 0);
   void purge_queued_data();
@@ -189,6 +207,15 @@ private:
   bool lost_ = false;
   errc peer_abort_code_ = errc::aborted; ///< the code that frame carried
   bool aborted_ = false;
+
+  // CRC recovery state, untouched without MCCL_TRANSPORT_CRC.
+  crc_sender crc_tx_;
+  crc_receiver crc_rx_;
+  uint64_t crc_acked_ = 0;   ///< the count our last crc_ack carried
+  bool crc_failed_ = false;  ///< recovery gave up: data frames are dropped
+  caf::response_promise shutdown_wait_; ///< finalize waiting for acks
+  uint64_t shutdown_issued_ = 0;
+  clock::time_point shutdown_deadline_;
 };
 
 } // namespace mccl::actors

@@ -14,6 +14,7 @@
 /// marks it wanted; the borrower then pokes the link when it gives it back.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -55,6 +56,9 @@ public:
   /// writing (its op failed): the next holder writes it first, so the
   /// stream stays well-formed.
   std::vector<uint8_t> unwritten;
+  /// When the borrower last read bytes from the peer: the link's heartbeat
+  /// watch goes on from there.
+  std::chrono::steady_clock::time_point last_rx{};
 
 private:
   enum : int { held = 0, idle = 1, lent = 2, lent_wanted = 3 };

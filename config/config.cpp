@@ -328,6 +328,28 @@ const setting_def setting_table[] = {
    [](config& cfg, const std::string& text) {
      cfg.heartbeat = std::chrono::milliseconds{parse_int(text, 10, 600000)};
    }},
+  {"MCCL_HEARTBEAT_MISSES", "5", "an integer, 0 or between 2 and 1000",
+   "A peer silent for MCCL_HEARTBEAT_MS times this many is declared dead, failing the ops that "
+   "wait on it; 0: never (the op deadline still applies).",
+   [](config& cfg, const std::string& text) {
+     auto misses = parse_int(text, 0, 1000);
+     if (misses == 1)
+       throw bad_value{}; // heartbeats go out every 0.5..1 interval: one miss is normal jitter
+     cfg.heartbeat_misses = static_cast<int>(misses);
+   }},
+  {"MCCL_CRC_RETRIES", "3", "an integer between 0 and 100",
+   "With MCCL_TRANSPORT_CRC, how often one chunk is retransmitted after CRC32C mismatches before "
+   "the op fails naming the link.",
+   [](config& cfg, const std::string& text) {
+     cfg.crc_retries = static_cast<int>(parse_int(text, 0, 100));
+   }},
+  {"MCCL_FAULTS", "", "a path to a fault scenario file (JSON), or empty",
+   "Fault-injection scenario (see examples/faults/); empty: no faults are injected.",
+   [](config& cfg, const std::string& text) { cfg.faults = text; }},
+  {"MCCL_FAULTS_REPORT", "", "a path prefix, or empty",
+   "Where each rank writes its fault report: PREFIX.rankR.txt and .json; empty: next to the "
+   "scenario file.",
+   [](config& cfg, const std::string& text) { cfg.faults_report = text; }},
   {"MCCL_LINK_PROFILE", "default",
    "one of default, loopback, ethernet, thunderbolt (case-insensitive)",
    "Preset for chunk size and socket buffers: default (1M; OS autotuning, 4M between ranks on one "
@@ -620,6 +642,10 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_TIMEOUT_MS") return std::to_string(cfg.timeout.count());
     if (name == "MCCL_CONNECT_TIMEOUT_MS") return std::to_string(cfg.connect_timeout.count());
     if (name == "MCCL_HEARTBEAT_MS") return std::to_string(cfg.heartbeat.count());
+    if (name == "MCCL_HEARTBEAT_MISSES") return std::to_string(cfg.heartbeat_misses);
+    if (name == "MCCL_CRC_RETRIES") return std::to_string(cfg.crc_retries);
+    if (name == "MCCL_FAULTS") return quoted(cfg.faults);
+    if (name == "MCCL_FAULTS_REPORT") return quoted(cfg.faults_report);
     if (name == "MCCL_LINK_PROFILE") return to_string(cfg.profile);
     if (name == "MCCL_COMPRESSION") return to_string(cfg.compression);
     if (name == "MCCL_TOPK_RATIO") return format_real(cfg.topk_ratio);

@@ -96,6 +96,14 @@ struct config {
   std::chrono::milliseconds connect_timeout{30000};
   /// Interval of liveness probes on idle links.
   std::chrono::milliseconds heartbeat{1000};
+  /// A peer silent for heartbeat x heartbeat_misses is declared dead; 0: never.
+  int heartbeat_misses = 5;
+  /// Retransmits of one chunk after CRC32C mismatches before the op fails.
+  int crc_retries = 3;
+  /// Fault-injection scenario file (JSON); "" = no faults injected.
+  std::string faults;
+  /// Where the fault report goes; "" = next to the scenario (see README).
+  std::string faults_report;
   /// Link preset that chunk_bytes and socket_buffer_bytes defaulted from.
   link_profile profile = link_profile::default_profile;
   /// From the profile; 0 = leave the OS default (autotuning).

@@ -106,7 +106,9 @@ demo() {
 run_tests() {
   build
   step "testing"
-  ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 600 "$@"
+  # Two at a time: many tests mostly wait (peers, deadlines), so this about
+  # halves the wall time on 2 cores; every test has its own hard timeout.
+  ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 600 -j "$(nproc)" "$@"
   # With ctest arguments the caller picked tests of the main build only.
   [[ $# -gt 0 ]] && return 0
   sanitizer_tests
@@ -117,8 +119,8 @@ run_tests() {
 # with ASan and UBSan. Conformance (every op x dtype x world) is left out to
 # keep CI short; the multi-process subset covers real sockets and kills.
 SANITIZER_TARGETS=(mccl_unit_tests mccl_actor_tests mccl_integration_tests mccl_ops_tests
-                   mccl_inline_tests mccl_shrink_tests mccl_check mccl_recovery)
-SANITIZER_MULTIPROC='^multiproc_(allreduce_w3|ops_w3|barrier_w2|faults|security|recovery)$'
+                   mccl_inline_tests mccl_shrink_tests mccl_fault_injection_tests mccl_check mccl_recovery)
+SANITIZER_MULTIPROC='^multiproc_(allreduce_w3|ops_w3|barrier_w2|faults|fault_scenarios|security|recovery)$'
 
 sanitizer_tests() {
   [[ "${DEV_SANITIZERS:-1}" == 0 ]] && { step "sanitizers skipped (DEV_SANITIZERS=0)"; return 0; }

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "transport/crc32c.hpp"
+
 #include "config/error.hpp"
 
 namespace mccl::wire {
@@ -15,6 +17,8 @@ const char* to_string(frame_kind kind) noexcept {
     case frame_kind::abort: return "abort";
     case frame_kind::heartbeat: return "heartbeat";
     case frame_kind::bye: return "bye";
+    case frame_kind::crc_ack: return "crc_ack";
+    case frame_kind::crc_nack: return "crc_nack";
   }
   return "unknown";
 }
@@ -34,7 +38,7 @@ const char* to_string(decode_status status) noexcept {
 
 namespace {
 
-constexpr uint16_t known_flags = flag_crc | flag_p2p | flag_ack_request | flag_ack;
+constexpr uint16_t known_flags = flag_crc | flag_p2p | flag_ack_request | flag_ack | flag_retransmit;
 
 void put_u16(uint8_t* out, uint16_t v) noexcept {
   out[0] = static_cast<uint8_t>(v);
@@ -173,7 +177,7 @@ decode_result decode_header(const uint8_t* in, std::size_t available,
     r.reason = "version " + std::to_string(version) + " is not supported (this side speaks "
                + std::to_string(protocol_version) + ")";
   } else if (kind < static_cast<uint8_t>(frame_kind::hello)
-             || kind > static_cast<uint8_t>(frame_kind::bye)) {
+             || kind > static_cast<uint8_t>(frame_kind::crc_nack)) {
     r.status = decode_status::bad_kind;
     r.reason = "kind " + std::to_string(kind) + " is not a known frame kind";
   } else if ((h.flags & ~known_flags) != 0) {
@@ -182,7 +186,8 @@ decode_result decode_header(const uint8_t* in, std::size_t available,
                + hex(static_cast<uint16_t>(h.flags & ~known_flags), 4);
   } else {
     uint32_t limit;
-    if (h.kind == frame_kind::heartbeat)
+    if (h.kind == frame_kind::heartbeat || h.kind == frame_kind::crc_ack
+        || h.kind == frame_kind::crc_nack)
       limit = 0;
     else if (is_control(h.kind))
       limit = max_control_payload;
@@ -195,6 +200,14 @@ decode_result decode_header(const uint8_t* in, std::size_t available,
     }
   }
   return r;
+}
+
+uint32_t frame_crc(const frame_header& h, const uint8_t* payload, std::size_t len) noexcept {
+  auto copy = h;
+  copy.crc = 0;
+  uint8_t header[header_size];
+  encode_header(copy, header);
+  return crc32c(payload, len, crc32c(header, header_size));
 }
 
 std::vector<uint8_t> encode_hello(const hello& h) {

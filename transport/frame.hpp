@@ -36,6 +36,13 @@ enum class frame_kind : uint8_t {
   abort = 5,
   heartbeat = 6,
   bye = 7,
+  /// CRC recovery (MCCL_TRANSPORT_CRC): seq = how many CRC-checked data
+  /// frames of this link arrived intact, in order (cumulative); the sender
+  /// forgets its copies of them.
+  crc_ack = 8,
+  /// CRC recovery: seq = the link index of a data frame whose CRC32C did not
+  /// match; the sender sends it again with flag_retransmit.
+  crc_nack = 9,
 };
 
 /// Lower-case name ("hello", ...); "unknown" outside the enum.
@@ -49,6 +56,7 @@ enum frame_flag : uint16_t {
   flag_ack_request = 4, ///< the sender receives nothing in this op: confirm
                         ///< that the op matches (see collective_actor)
   flag_ack = 8,         ///< that confirmation: an empty data frame
+  flag_retransmit = 16, ///< a CRC-checked data frame sent again after a crc_nack
 };
 
 /// Decoded header. The meaning of aux, seq, step and chunk is up to the kind.
@@ -61,6 +69,8 @@ struct frame_header {
   uint32_t step = 0;
   uint32_t chunk = 0;
   uint32_t payload_len = 0;
+  /// With flag_crc: crc32c of the encoded header (crc field zero) followed
+  /// by the payload, so a flipped header bit is caught too (frame_crc()).
   uint32_t crc = 0;
   /// Data frames: the op's signature (see collectives/op.hpp), so a rank
   /// that issued a different op at this seq is detected at the first frame.
@@ -108,6 +118,10 @@ struct decode_result {
 /// the field and the bad value.
 decode_result decode_header(const uint8_t* in, std::size_t available,
                             uint32_t max_payload) noexcept;
+
+/// The CRC32C a frame with flag_crc carries: over the header as encoded with
+/// crc = 0, then the payload.
+uint32_t frame_crc(const frame_header& h, const uint8_t* payload, std::size_t len) noexcept;
 
 /// Handshake payload (kind hello, sent by the dialing side; hello_ack
 /// carries the same fields back). Layout: from_rank u32, to_rank u32,

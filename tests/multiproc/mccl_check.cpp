@@ -12,6 +12,9 @@
 //   mccl_check striped COUNT...      allreduce, broadcast and ops as above, then
 //                                    small allreduces that must run inline at
 //                                    least once (for several sockets per peer)
+//   mccl_check late-rank MS          rank 1 computes (sleeps) MS before each
+//                                    allreduce (count 1, then 262147): a slow
+//                                    but live rank must not be declared dead
 //   mccl_check finalize-alone        rank 1 exits at once; rank 0 waits until
 //                                    the link is gone, then finalizes
 //
@@ -164,6 +167,16 @@ int run_stress(mccl::communicator& comm, std::size_t count) {
   }
 }
 
+int run_late_rank(mccl::communicator& comm, std::size_t ms) {
+  for (std::size_t count : {std::size_t{1}, std::size_t{262147}}) {
+    if (comm.rank() == 1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    check_allreduce<float>(comm, count, mccl::redop::sum, true);
+  }
+  std::printf("rank %d: late-rank: %d failure(s)\n", comm.rank(), failures);
+  return failures ? 1 : 0;
+}
+
 int run_finalize_alone(mccl::communicator& comm) {
   comm.barrier().wait();
   if (comm.rank() != 0) {
@@ -281,7 +294,7 @@ int run_striped(mccl::communicator& comm, const std::vector<std::size_t>& counts
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: mccl_check allreduce|broadcast|barrier|stress|finalize-alone [COUNT...]\n");
+    std::fprintf(stderr, "usage: mccl_check allreduce|broadcast|barrier|ops|stress|late-rank|finalize-alone [COUNT...]\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -299,6 +312,7 @@ int main(int argc, char** argv) {
     else if (mode == "striped") rc = run_striped(comm, counts);
     else if (mode == "stress") rc = run_stress(comm, counts.empty() ? (1u << 22) : counts[0]);
     else if (mode == "finalize-alone") rc = run_finalize_alone(comm);
+    else if (mode == "late-rank") rc = run_late_rank(comm, counts.empty() ? 3000 : counts[0]);
     else std::fprintf(stderr, "mccl_check: unknown mode %s\n", mode.c_str());
     comm.finalize();
     return rc;

@@ -58,7 +58,8 @@ const std::vector<std::string> expected_names = {
   "MCCL_TRANSPORT",      "MCCL_LOG_LEVEL",     "MCCL_LISTEN_ADDR",  "MCCL_IFNAME",
   "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_ALGO",
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
-  "MCCL_HEARTBEAT_MS",   "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
+  "MCCL_HEARTBEAT_MS",   "MCCL_HEARTBEAT_MISSES", "MCCL_CRC_RETRIES", "MCCL_FAULTS",
+  "MCCL_FAULTS_REPORT",  "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
   "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_FLIGHT_RECORDER", "MCCL_JOB_TOKEN",
 };
 
@@ -353,9 +354,15 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_WORKER_THREADS", "3"},       {"MCCL_SPIN_US", "10"},
     {"MCCL_JOB_TOKEN", "abc"},          {"MCCL_ALGO", "broadcast=tree"},
     {"MCCL_INLINE_BYTES", "4K"},        {"MCCL_FLIGHT_RECORDER", "8"},
+    {"MCCL_HEARTBEAT_MISSES", "4"},     {"MCCL_CRC_RETRIES", "6"},
+    {"MCCL_FAULTS", "/tmp/f.json"},     {"MCCL_FAULTS_REPORT", "/tmp/r"},
     {"MCCL_SOCKETS_PER_PEER", "3"},
   };
   auto cfg = resolve_env(env);
+  EXPECT_EQ(cfg.heartbeat_misses, 4);
+  EXPECT_EQ(cfg.crc_retries, 6);
+  EXPECT_EQ(cfg.faults, "/tmp/f.json");
+  EXPECT_EQ(cfg.faults_report, "/tmp/r");
   EXPECT_EQ(cfg.transport, transport_kind::tcp);
   EXPECT_EQ(cfg.log_level, log_level::debug);
   EXPECT_EQ(cfg.listen_addr, "127.0.0.1");
@@ -475,6 +482,13 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_SPIN_US", "1000001"},
   {"MCCL_SPIN_US", "x"},
   {"MCCL_SPIN_US", "1.5"},
+  {"MCCL_HEARTBEAT_MISSES", "1"},
+  {"MCCL_HEARTBEAT_MISSES", "-1"},
+  {"MCCL_HEARTBEAT_MISSES", "1001"},
+  {"MCCL_HEARTBEAT_MISSES", "x"},
+  {"MCCL_CRC_RETRIES", "101"},
+  {"MCCL_CRC_RETRIES", "-1"},
+  {"MCCL_CRC_RETRIES", ""},
 };
 
 TEST(ConfigInvalid, EveryBadEnvValueNamesVariableValueAndAllowed) {
@@ -499,7 +513,10 @@ TEST(ConfigInvalid, EveryVariableHasABadCase) {
   for (const auto& name : expected_names) {
     // Covered by their own tests: the token is secret; MCCL_ALGO errors point at
     // the offending token instead of repeating the grammar (algo_spec_test.cpp).
-    bool found = name == "MCCL_JOB_TOKEN" || name == "MCCL_ALGO";
+    // MCCL_FAULTS and MCCL_FAULTS_REPORT are any path: a bad scenario file
+    // is refused when it is read (fault_scenario_test.cpp).
+    bool found = name == "MCCL_JOB_TOKEN" || name == "MCCL_ALGO" || name == "MCCL_FAULTS"
+                 || name == "MCCL_FAULTS_REPORT";
     for (const auto& bad : bad_cases)
       found = found || bad.name == name;
     EXPECT_TRUE(found) << name;
@@ -858,4 +875,26 @@ TEST(ProcessEnvironment, SnapshotsAllVariables) {
   ASSERT_EQ(env.count("MCCLTEST_PROBE"), 1u);
   EXPECT_EQ(env.at("MCCLTEST_PROBE"), "a=b=c");
   EXPECT_EQ(process_environment().count("MCCLTEST_PROBE"), 0u);
+}
+
+// ---- fault tolerance settings -------------------------------------------------
+
+TEST(ConfigFaultSettings, MissCountRejectsOneAndNamesTheVariable) {
+  EXPECT_EQ(resolve_config({}, {{"MCCL_HEARTBEAT_MISSES", "0"}}).heartbeat_misses, 0);
+  EXPECT_EQ(resolve_config({}, {{"MCCL_HEARTBEAT_MISSES", "7"}}).heartbeat_misses, 7);
+  EXPECT_EQ(resolve_config({}, {}).heartbeat_misses, 5);
+  auto msg = env_error({{"MCCL_HEARTBEAT_MISSES", "1"}});
+  EXPECT_NE(msg.find("MCCL_HEARTBEAT_MISSES"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("0 or between 2 and 1000"), std::string::npos) << msg;
+}
+
+TEST(ConfigFaultSettings, CrcRetriesAndScenarioPaths) {
+  auto cfg = resolve_config({}, {{"MCCL_CRC_RETRIES", "5"}, {"MCCL_FAULTS", "/tmp/s.json"},
+                                 {"MCCL_FAULTS_REPORT", "/tmp/r"}});
+  EXPECT_EQ(cfg.crc_retries, 5);
+  EXPECT_EQ(cfg.faults, "/tmp/s.json");
+  EXPECT_EQ(cfg.faults_report, "/tmp/r");
+  EXPECT_EQ(resolve_config({}, {}).crc_retries, 3);
+  auto msg = env_error({{"MCCL_CRC_RETRIES", "101"}});
+  EXPECT_NE(msg.find("MCCL_CRC_RETRIES=\"101\""), std::string::npos) << msg;
 }

@@ -199,7 +199,7 @@ TEST(frame, bad_magic_version_kind_flags_rejected_with_reason) {
   EXPECT_EQ(r.status, decode_status::bad_version);
   EXPECT_NE(r.reason.find("version 1"), std::string::npos) << r.reason;
 
-  for (uint8_t kind : {uint8_t{0}, uint8_t{8}, uint8_t{255}}) {
+  for (uint8_t kind : {uint8_t{0}, uint8_t{10}, uint8_t{255}}) {
     b = good;
     b[5] = kind;
     r = decode_header(b.data(), b.size(), cfg_max);
@@ -207,7 +207,7 @@ TEST(frame, bad_magic_version_kind_flags_rejected_with_reason) {
     EXPECT_NE(r.reason.find("kind " + std::to_string(kind)), std::string::npos) << r.reason;
   }
 
-  for (uint16_t flags : {uint16_t{16}, uint16_t{31}, uint16_t{0x8000}, uint16_t{0xFFFF}}) {
+  for (uint16_t flags : {uint16_t{32}, uint16_t{63}, uint16_t{0x8000}, uint16_t{0xFFFF}}) {
     b = good;
     b[6] = static_cast<uint8_t>(flags);
     b[7] = static_cast<uint8_t>(flags >> 8);
@@ -383,5 +383,40 @@ TEST(frame, text_oversized_or_invalid_rejected) {
     std::vector<uint8_t> b(bad.begin(), bad.end());
     EXPECT_FALSE(decode_text(b.data(), b.size(), &why).has_value());
     EXPECT_NE(why.find("UTF-8"), std::string::npos) << why;
+  }
+}
+
+TEST(frame, crc_covers_header_and_payload) {
+  frame_header h;
+  h.kind = frame_kind::data;
+  h.flags = flag_crc;
+  h.seq = 7;
+  h.step = 2;
+  h.chunk = 3;
+  std::vector<uint8_t> payload(1000, 0x5A);
+  h.payload_len = static_cast<uint32_t>(payload.size());
+  auto crc = frame_crc(h, payload.data(), payload.size());
+  h.crc = crc; // the crc field itself is not covered
+  EXPECT_EQ(frame_crc(h, payload.data(), payload.size()), crc);
+  auto other = h;
+  other.chunk = 4;
+  EXPECT_NE(frame_crc(other, payload.data(), payload.size()), crc);
+  payload[999] ^= 1;
+  EXPECT_NE(frame_crc(h, payload.data(), payload.size()), crc);
+}
+
+TEST(frame, crc_ack_and_nack_carry_no_payload) {
+  for (auto kind : {frame_kind::crc_ack, frame_kind::crc_nack}) {
+    frame_header h;
+    h.kind = kind;
+    h.seq = 12;
+    uint8_t b[header_size];
+    encode_header(h, b);
+    auto r = decode_header(b, sizeof b, 1u << 20);
+    EXPECT_EQ(r.status, decode_status::ok) << r.reason;
+    EXPECT_EQ(r.header.seq, 12u);
+    h.payload_len = 1;
+    encode_header(h, b);
+    EXPECT_EQ(decode_header(b, sizeof b, 1u << 20).status, decode_status::too_large);
   }
 }
