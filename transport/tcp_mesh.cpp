@@ -9,6 +9,9 @@
 
 #include <algorithm>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 namespace mccl::transport {
 
 namespace asio = boost::asio;
@@ -19,10 +22,12 @@ std::string rank_str(int r) { return "rank " + std::to_string(r); }
 
 /// Sends one control frame (hello, hello_ack or refuse) with its payload.
 std::string send_control(tcp::socket& s, wire::frame_kind kind, uint32_t comm_id,
-                         const std::vector<uint8_t>& payload, clock::time_point deadline) {
+                         const std::vector<uint8_t>& payload, clock::time_point deadline,
+                         uint32_t aux = 0) {
   wire::frame_header h;
   h.kind = kind;
   h.comm_id = comm_id;
+  h.aux = aux;
   h.payload_len = static_cast<uint32_t>(payload.size());
   std::vector<uint8_t> bytes(wire::header_size + payload.size());
   wire::encode_header(h, bytes.data());
@@ -45,12 +50,8 @@ std::string read_control(tcp::socket& s, clock::time_point deadline, wire::frame
   return read_exact(s, payload.data(), payload.size(), deadline);
 }
 
-/// Dials `peer` and runs the dialer's side of the handshake.
-connection_ptr dial(const std::shared_ptr<readiness_monitor>& monitor, const mesh_options& o, int peer,
-                    clock::time_point deadline) {
-  auto ms_left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
-  auto ep_text = o.rendezvous->get(o.key_prefix + "ep/" + std::to_string(peer),
-                                   std::max(ms_left, std::chrono::milliseconds(1)));
+/// The endpoint `peer` published ("addr:port", "[v6]:port").
+tcp::endpoint parse_endpoint(const std::string& ep_text, int peer) {
   auto colon = ep_text.rfind(':');
   if (colon == std::string::npos)
     throw error(errc::rendezvous_failed, rank_str(peer) + " published a malformed endpoint \""
@@ -58,8 +59,19 @@ connection_ptr dial(const std::shared_ptr<readiness_monitor>& monitor, const mes
   auto host = ep_text.substr(0, colon);
   if (host.size() > 2 && host.front() == '[')
     host = host.substr(1, host.size() - 2);
-  tcp::endpoint ep(resolve_host(host, "endpoint of " + rank_str(peer)),
-                   static_cast<unsigned short>(std::stoi(ep_text.substr(colon + 1))));
+  return tcp::endpoint(resolve_host(host, "endpoint of " + rank_str(peer)),
+                       static_cast<unsigned short>(std::stoi(ep_text.substr(colon + 1))));
+}
+
+/// Dials `peer` and runs the dialer's side of the handshake; *ep_out gets
+/// the endpoint it published (the resumer dials it again).
+connection_ptr dial(const std::shared_ptr<readiness_monitor>& monitor, const mesh_options& o, int peer,
+                    clock::time_point deadline, std::string* ep_out) {
+  auto ms_left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+  auto ep_text = o.rendezvous->get(o.key_prefix + "ep/" + std::to_string(peer),
+                                   std::max(ms_left, std::chrono::milliseconds(1)));
+  *ep_out = ep_text;
+  auto ep = parse_endpoint(ep_text, peer);
   asio::io_context local;
   tcp::socket s(local);
   auto err = connect_with_retry(s, ep, deadline);
@@ -99,7 +111,8 @@ connection_ptr dial(const std::shared_ptr<readiness_monitor>& monitor, const mes
 } // namespace
 
 std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monitor>& monitor,
-                                           const mesh_options& o) {
+                                           const mesh_options& o,
+                                           std::shared_ptr<tcp_link_resumer>* resumer) {
   if (!o.rendezvous)
     throw error(errc::invalid_argument, "build_tcp_mesh: no rendezvous store");
   auto deadline = clock::now() + o.connect_timeout;
@@ -132,8 +145,9 @@ std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monit
 
   // Lower ranks first: a rank accepts only after its own dials, and rank 0
   // dials nobody, so by induction every dial is eventually answered.
+  std::vector<std::string> endpoints(static_cast<std::size_t>(o.world));
   for (int peer = 0; peer < o.rank; ++peer)
-    conns[peer] = dial(monitor, o, peer, deadline);
+    conns[peer] = dial(monitor, o, peer, deadline, &endpoints[peer]);
 
   int expected = o.world - 1 - o.rank;
   while (expected > 0) {
@@ -187,7 +201,208 @@ std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monit
       monitor, std::move(s), rank_str(static_cast<int>(hi.from_rank)) + " at " + to_string(remote));
     --expected;
   }
+  if (resumer) {
+    int fd = ::dup(acceptor.native_handle());
+    if (fd < 0)
+      throw error(errc::connect_failed, rank_str(o.rank) + " cannot keep its listening socket "
+                                          "open for reconnects (MCCL_RECONNECT_MS): dup failed");
+    *resumer = std::make_shared<tcp_link_resumer>(monitor, o, fd, std::move(endpoints));
+  }
   return conns;
+}
+
+// ---- tcp_link_resumer -----------------------------------------------------------
+
+namespace {
+/// How long one dial attempt or one handshake read may take.
+constexpr auto resume_attempt_limit = std::chrono::milliseconds(500);
+/// Pause after a refused attempt (the peer has not noticed the loss yet).
+constexpr auto resume_retry_pause = std::chrono::milliseconds(50);
+} // namespace
+
+tcp_link_resumer::tcp_link_resumer(std::shared_ptr<readiness_monitor> monitor, mesh_options opts,
+                                   int listen_fd, std::vector<std::string> endpoints)
+  : monitor_(std::move(monitor)), opts_(std::move(opts)), listen_fd_(listen_fd),
+    endpoints_(std::move(endpoints)) {
+  opts_.rendezvous = nullptr; // not needed (and maybe gone) after the mesh is built
+  thread_ = std::thread([this] { run(); });
+}
+
+tcp_link_resumer::~tcp_link_resumer() {
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  ::close(listen_fd_);
+}
+
+void tcp_link_resumer::resume(int peer, clock::time_point deadline, done_fn done) {
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    requests_[peer] = request{deadline, clock::now(), std::move(done)};
+  }
+  wake_.notify_all();
+}
+
+void tcp_link_resumer::cancel(int peer) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  requests_.erase(peer);
+}
+
+void tcp_link_resumer::finish(int peer, connection_ptr conn, const std::string& why) {
+  done_fn done;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    auto i = requests_.find(peer);
+    if (i == requests_.end())
+      return; // cancelled meanwhile: the connection (if any) is dropped
+    done = std::move(i->second.done);
+    requests_.erase(i);
+  }
+  done(std::move(conn), why);
+}
+
+void tcp_link_resumer::run() {
+  for (;;) {
+    std::vector<int> due;
+    std::vector<int> expired;
+    bool dialling = false;
+    {
+      std::unique_lock<std::mutex> lock{mutex_};
+      if (stop_)
+        return;
+      auto now = clock::now();
+      for (auto& [peer, req] : requests_) {
+        if (now >= req.deadline)
+          expired.push_back(peer);
+        else if (peer < opts_.rank) {
+          dialling = true;
+          if (now >= req.next_try)
+            due.push_back(peer);
+        }
+      }
+    }
+    for (int peer : expired)
+      finish(peer, nullptr, "not re-established before the deadline");
+    for (int peer : due) {
+      clock::time_point deadline;
+      {
+        std::lock_guard<std::mutex> guard{mutex_};
+        auto i = requests_.find(peer);
+        if (i == requests_.end())
+          continue;
+        deadline = i->second.deadline;
+      }
+      connection_ptr conn;
+      auto why = dial_once(peer, std::min(deadline, clock::now() + resume_attempt_limit), &conn);
+      if (conn) {
+        finish(peer, std::move(conn), "");
+        continue;
+      }
+      MCCL_LOG(debug, rank_str(opts_.rank) << " could not resume its link to " << rank_str(peer)
+                                           << " yet: " << why);
+      std::lock_guard<std::mutex> guard{mutex_};
+      auto i = requests_.find(peer);
+      if (i != requests_.end())
+        i->second.next_try = clock::now() + resume_retry_pause;
+    }
+    // Wait for a resume hello (or a stray) on the listening socket; briefly
+    // while a dial is pending, so retries stay on time.
+    auto step = dialling ? std::chrono::milliseconds(20) : std::chrono::milliseconds(200);
+    if (wait_fd(listen_fd_, false, clock::now() + step))
+      accept_one();
+  }
+}
+
+void tcp_link_resumer::accept_one() {
+  sockaddr_storage addr{};
+  socklen_t addr_len = sizeof addr;
+  int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &addr_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0)
+    return; // a spurious wake-up, or the peer gave up already
+  asio::io_context local;
+  tcp::socket s(local);
+  boost::system::error_code ec;
+  s.assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    return;
+  }
+  auto remote = s.remote_endpoint(ec);
+  auto deadline = clock::now() + resume_attempt_limit;
+  wire::frame_header h;
+  std::vector<uint8_t> payload;
+  auto err = read_control(s, deadline, h, payload);
+  wire::hello hi;
+  if (err.empty()) {
+    std::vector<bool> resumable(static_cast<std::size_t>(opts_.world));
+    {
+      std::lock_guard<std::mutex> guard{mutex_};
+      for (auto& entry : requests_)
+        resumable[static_cast<std::size_t>(entry.first)] = true;
+    }
+    err = vet_resume_hello({opts_.rank, opts_.world, opts_.comm_id, opts_.token}, h,
+                           payload.data(), payload.size(), resumable, hi);
+  }
+  if (!err.empty()) {
+    MCCL_LOG(warn, rank_str(opts_.rank) << " refused a connection from " << to_string(remote)
+                                        << ": " << err);
+    send_control(s, wire::frame_kind::refuse, opts_.comm_id, wire::encode_text(err),
+                 clock::now() + std::chrono::milliseconds(200));
+    return;
+  }
+  tune_socket(s, opts_.socket_buffer_bytes);
+  wire::hello ack{static_cast<uint32_t>(opts_.rank), hi.from_rank,
+                  static_cast<uint32_t>(opts_.world), opts_.token};
+  err = send_control(s, wire::frame_kind::hello_ack, opts_.comm_id, wire::encode_hello(ack),
+                     deadline, resume_marker);
+  if (!err.empty()) {
+    MCCL_LOG(warn, rank_str(opts_.rank) << ": resuming the link to rank " << hi.from_rank
+                                        << " failed: " << err);
+    return; // it dials again
+  }
+  int peer = static_cast<int>(hi.from_rank);
+  MCCL_LOG(info, rank_str(opts_.rank) << " resumed its link to " << rank_str(peer) << " from "
+                                      << to_string(remote));
+  finish(peer, std::make_shared<tcp_connection>(monitor_, std::move(s),
+                                                rank_str(peer) + " at " + to_string(remote)),
+         "");
+}
+
+std::string tcp_link_resumer::dial_once(int peer, clock::time_point deadline, connection_ptr* conn) {
+  const auto& ep_text = endpoints_[static_cast<std::size_t>(peer)];
+  asio::io_context local;
+  tcp::socket s(local);
+  auto err = connect_with_retry(s, parse_endpoint(ep_text, peer), deadline);
+  if (!err.empty())
+    return "connecting to " + ep_text + ": " + err;
+  tune_socket(s, opts_.socket_buffer_bytes);
+  wire::hello hi{static_cast<uint32_t>(opts_.rank), static_cast<uint32_t>(peer),
+                 static_cast<uint32_t>(opts_.world), opts_.token};
+  err = send_control(s, wire::frame_kind::hello, opts_.comm_id, wire::encode_hello(hi), deadline,
+                     resume_marker);
+  wire::frame_header h;
+  std::vector<uint8_t> payload;
+  if (err.empty())
+    err = read_control(s, deadline, h, payload);
+  if (!err.empty())
+    return "handshake with " + ep_text + ": " + err;
+  std::string why;
+  if (h.kind == wire::frame_kind::refuse) {
+    auto text = wire::decode_text(payload.data(), payload.size(), &why);
+    return "refused: " + (text ? *text : why);
+  }
+  auto ack = wire::decode_hello(payload.data(), payload.size(), &why);
+  if (h.kind != wire::frame_kind::hello_ack || h.aux != resume_marker || h.comm_id != opts_.comm_id
+      || !ack || ack->from_rank != static_cast<uint32_t>(peer) || !tokens_equal(ack->token, opts_.token))
+    return "unexpected resume reply (" + std::string(wire::to_string(h.kind))
+           + (why.empty() ? "" : ": " + why) + ")";
+  MCCL_LOG(info, rank_str(opts_.rank) << " resumed its link to " << rank_str(peer) << " at "
+                                      << ep_text);
+  *conn = std::make_shared<tcp_connection>(monitor_, std::move(s), rank_str(peer) + " at " + ep_text);
+  return {};
 }
 
 } // namespace mccl::transport
