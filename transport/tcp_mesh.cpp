@@ -9,6 +9,8 @@
 
 #include <algorithm>
 
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -225,6 +227,12 @@ tcp_link_resumer::tcp_link_resumer(std::shared_ptr<readiness_monitor> monitor, m
   : monitor_(std::move(monitor)), opts_(std::move(opts)), listen_fd_(listen_fd),
     endpoints_(std::move(endpoints)) {
   opts_.rendezvous = nullptr; // not needed (and maybe gone) after the mesh is built
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) {
+    ::close(listen_fd_);
+    throw error(errc::connect_failed, rank_str(opts_.rank) + " cannot make the reconnect thread's "
+                                        "wake-up descriptor (MCCL_RECONNECT_MS): eventfd failed");
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -233,9 +241,10 @@ tcp_link_resumer::~tcp_link_resumer() {
     std::lock_guard<std::mutex> guard{mutex_};
     stop_ = true;
   }
-  wake_.notify_all();
+  poke();
   thread_.join();
   ::close(listen_fd_);
+  ::close(wake_fd_);
 }
 
 void tcp_link_resumer::resume(int peer, clock::time_point deadline, done_fn done) {
@@ -243,7 +252,12 @@ void tcp_link_resumer::resume(int peer, clock::time_point deadline, done_fn done
     std::lock_guard<std::mutex> guard{mutex_};
     requests_[peer] = request{deadline, clock::now(), std::move(done)};
   }
-  wake_.notify_all();
+  poke();
+}
+
+void tcp_link_resumer::poke() {
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
 }
 
 void tcp_link_resumer::cancel(int peer) {
@@ -310,9 +324,17 @@ void tcp_link_resumer::run() {
     }
     // Wait for a resume hello (or a stray) on the listening socket; briefly
     // while a dial is pending, so retries stay on time.
-    auto step = dialling ? std::chrono::milliseconds(20) : std::chrono::milliseconds(200);
-    if (wait_fd(listen_fd_, false, clock::now() + step))
-      accept_one();
+    // resume() and the destructor poke wake_fd_, so a new request is served
+    // at once.
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, dialling ? 20 : 200) > 0) {
+      if (fds[1].revents) {
+        uint64_t count;
+        [[maybe_unused]] auto n = ::read(wake_fd_, &count, sizeof count);
+      }
+      if (fds[0].revents)
+        accept_one();
+    }
   }
 }
 

@@ -17,7 +17,6 @@
 #include <boost/asio/ip/address.hpp>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -65,9 +64,9 @@ std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monit
 /// 50 ms until the link's deadline. What each side already received is
 /// settled afterwards by the links themselves (link_actor.hpp).
 ///
-/// One thread per communicator: it waits on the listening socket (200 ms
-/// steps while no link is lost, so strays are refused and shutdown is
-/// prompt) and dials with deadlines of at most 500 ms per attempt.
+/// One thread per communicator: it waits on the listening socket and a
+/// wake-up descriptor (in 200 ms steps, 20 ms while dialling, to check
+/// deadlines), refuses strays, and dials with at most 500 ms per attempt.
 class tcp_link_resumer {
 public:
   /// Called once per resume(), on the resumer's thread: the new connection,
@@ -99,13 +98,15 @@ private:
   std::string dial_once(int peer, std::chrono::steady_clock::time_point deadline,
                         connection_ptr* conn);
   void finish(int peer, connection_ptr conn, const std::string& why);
+  void poke(); ///< wakes the thread
+
 
   std::shared_ptr<readiness_monitor> monitor_;
   mesh_options opts_;
   int listen_fd_;
   std::vector<std::string> endpoints_; ///< published "addr:port" by rank
   std::mutex mutex_;
-  std::condition_variable wake_;
+  int wake_fd_ = -1; ///< eventfd: a new request or stop
   std::map<int, request> requests_; ///< by peer rank
   bool stop_ = false;
   std::thread thread_;
