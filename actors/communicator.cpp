@@ -395,6 +395,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   pi.watchdog = rt->watchdog;
   pi.shared->recorder = std::make_shared<actors::flight_recorder>(cfg.flight_recorder);
   std::vector<transport::connection_ptr> conns;
+  std::shared_ptr<transport::tcp_link_resumer> resumer; // MCCL_RECONNECT_MS
   // Before connecting: a bad scenario file fails fast, on every rank.
   auto injector = o.world_size > 1 ? make_fault_injector(*p, o) : nullptr;
 
@@ -451,7 +452,13 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     mo.socket_buffer_bytes = cfg.socket_buffer_bytes;
     mo.rendezvous = rendezvous.get();
     mo.key_prefix = prefix;
-    conns = transport::build_tcp_mesh(rt->reactor->monitor(), mo);
+    // Reconnect needs the CRC frame numbering and retained copies: without
+    // them neither side could tell what the other already has.
+    if (cfg.reconnect.count() > 0 && !cfg.transport_crc)
+      MCCL_LOG(warn, "MCCL_RECONNECT_MS=" << cfg.reconnect.count()
+                       << " has no effect without MCCL_TRANSPORT_CRC=1 (lost connections fail the op)");
+    bool resumable = cfg.reconnect.count() > 0 && cfg.transport_crc;
+    conns = transport::build_tcp_mesh(rt->reactor->monitor(), mo, resumable ? &resumer : nullptr);
     // Counted before the fault injector (if any) wraps the connections.
     std::size_t sockets = 0;
     for (const auto& c : conns) {
@@ -501,6 +508,10 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
       li.heartbeat = cfg.heartbeat;
       li.heartbeat_misses = cfg.heartbeat_misses;
       li.recorder = p->fault_report;
+      if (resumer) {
+        li.resumer = resumer;
+        li.reconnect = std::min(cfg.reconnect, cfg.timeout); // never beyond the op deadline
+      }
       // The largest data frame a peer sends: a pipelining chunk, or a whole
       // small op on the latency path.
       li.max_payload = static_cast<uint32_t>(std::min<std::size_t>(

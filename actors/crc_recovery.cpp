@@ -39,6 +39,23 @@ const crc_sender::kept_frame* crc_sender::on_nack(uint64_t index, std::string* w
   return &f;
 }
 
+const std::deque<crc_sender::kept_frame>* crc_sender::resume_from(uint64_t count,
+                                                                   std::string* why) {
+  uint64_t acked = kept_.empty() ? next_index_ : kept_.front().index;
+  if (count < acked || count > next_index_) {
+    *why = "the peer claims to have received " + std::to_string(count)
+           + " frame(s) in order, but " + std::to_string(next_index_) + " were sent and "
+           + std::to_string(acked) + " already acknowledged";
+    return nullptr;
+  }
+  on_ack(count);
+  for (auto& f : kept_) {
+    f.header.flags &= static_cast<uint16_t>(~wire::flag_retransmit);
+    f.header.crc = wire::frame_crc(f.header, f.payload.data(), f.payload.size());
+  }
+  return &kept_;
+}
+
 void crc_sender::clear() {
   kept_.clear();
   kept_bytes_ = 0;
@@ -109,6 +126,14 @@ void crc_receiver::skip() {
   s.have = true;
   s.drop = true;
   held_.push_back(std::move(s));
+}
+
+uint64_t crc_receiver::resume() {
+  // held_ starts at the first missing frame: everything in it is sent again.
+  held_.clear();
+  awaited_.clear();
+  next_index_ = delivered_;
+  return delivered_;
 }
 
 void crc_receiver::release(outcome& out) {

@@ -51,6 +51,18 @@ public:
   /// null, with *why set, when `index` was never sent or was already acked.
   const kept_frame* on_nack(uint64_t index, std::string* why);
 
+  /// Resuming a lost link (MCCL_RECONNECT_MS): the peer says it received
+  /// our frames below `count` in order. Forgets those (as an ack) and
+  /// returns every frame still kept, in order, to be sent again on the new
+  /// connection as ordinary frames (flag_retransmit cleared, CRC redone):
+  /// the peer counts them as new from `count` on. A claim below what the
+  /// peer already acked or beyond what was ever sent is refused: null,
+  /// with *why naming both numbers.
+  const std::deque<kept_frame>* resume_from(uint64_t count, std::string* why);
+
+  /// Frames numbered so far (the next frame's number).
+  uint64_t sent() const noexcept { return next_index_; }
+
   std::size_t kept_bytes() const noexcept { return kept_bytes_; }
   std::size_t kept_frames() const noexcept { return kept_.size(); }
   void clear();
@@ -84,6 +96,12 @@ public:
   /// was read, see link_actor::stop_landing): it keeps its number and is
   /// acked, never delivered.
   void skip();
+
+  /// Resuming a lost link: frames after the first missing one are dropped
+  /// (the peer sends them again), open nacks are forgotten, and the next
+  /// frame is counted as number delivered(). Returns that count, which the
+  /// resume tells the peer.
+  uint64_t resume();
 
   /// Frames delivered so far: what to ack.
   uint64_t delivered() const noexcept { return delivered_; }

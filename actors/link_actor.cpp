@@ -70,6 +70,9 @@ caf::behavior link_actor::make_behavior() {
       poll();
     },
     [this](returned_atom) { poll(); },
+    [this](resumed_atom, transport::connection_ptr& conn, std::string& why) {
+      on_resumed(std::move(conn), why);
+    },
     [this](tick_atom) { on_tick(); },
     [this](abort_atom, int origin, std::string& reason, errc code) {
       on_abort(origin, reason, code);
@@ -107,6 +110,7 @@ caf::behavior link_actor::make_behavior() {
 }
 
 void link_actor::on_exit() {
+  stop_resuming();
   if (init_.conn && !closed_)
     init_.conn->close();
   closed_ = true;
@@ -153,6 +157,13 @@ void link_actor::on_send(tx_request& req, caf::actor notify) {
     const auto& kept = crc_tx_.keep(h, req.data, req.len);
     h = kept.header;
     item.data = kept.payload.data();
+    if (resuming_ || awaiting_resume_count_) {
+      // No connection to write to yet: the copy goes out with the others
+      // once the peer says where to start (on_resume_count).
+      if (notify)
+        send(notify, sent_atom::value, init_.peer, h.step, h.chunk);
+      return;
+    }
   }
   wire::encode_header(h, item.header);
   item.notify = std::move(notify);
@@ -275,6 +286,16 @@ void link_actor::on_abort(int origin, const std::string& reason, errc code) {
   if (init_.recorder)
     init_.recorder->reaction("abort_sent", init_.peer, {},
                              "ABORT (origin rank " + std::to_string(origin) + "): " + reason);
+  if (resuming_) {
+    // No connection to send the ABORT on: give up the resume; the peer's
+    // own window ends, or another rank's ABORT reaches it first.
+    stop_resuming();
+    closed_ = true;
+    close_reason_ = "the communicator aborted while the link was being re-established: " + reason;
+    txq_.clear();
+    crc_tx_.clear();
+    return;
+  }
   purge_queued_data();
   crc_tx_.clear(); // after the purge: a frame on the wire was copied out of it
   stop_landing(nullptr);
@@ -288,6 +309,10 @@ void link_actor::on_abort(int origin, const std::string& reason, errc code) {
 }
 
 void link_actor::on_shutdown(uint64_t issued) {
+  if (resuming_) {
+    stop_resuming();
+    closed_ = true;
+  }
   if (!closed_) {
     purge_queued_data();
     // BYE carries how many ops this rank issued, so the peer can tell ops we
@@ -303,6 +328,13 @@ void link_actor::on_shutdown(uint64_t issued) {
 void link_actor::on_tick() {
   if (closed_)
     return;
+  if (resuming_) {
+    // The resumer bounds the wait (it answers by the deadline); the peer
+    // cannot be heard meanwhile, so its silence does not count.
+    last_rx_ = clock::now();
+    delayed_send(this, init_.heartbeat, tick_atom::value);
+    return;
+  }
   auto now = clock::now();
   // While the inline path has the connection its own frames show the peer
   // we are alive; have_connection() then just asks for a poke afterwards.
@@ -350,7 +382,7 @@ void link_actor::check_peer_alive(clock::time_point now) {
 // ---- progress -------------------------------------------------------------------
 
 void link_actor::kick() {
-  if (closed_ || poll_queued_)
+  if (closed_ || resuming_ || poll_queued_)
     return;
   poll_queued_ = true;
   send(this, poll_atom::value);
@@ -429,7 +461,7 @@ void link_actor::finish_shutdown_when_acked() {
 
 void link_actor::poll() {
   finish_shutdown_when_acked();
-  if (closed_ || !have_connection())
+  if (closed_ || resuming_ || !have_connection())
     return;
   auto moved = read_frames();
   if (init_.crc) {
@@ -454,7 +486,7 @@ void link_actor::poll() {
 }
 
 void link_actor::park() {
-  if (closed_)
+  if (closed_ || resuming_)
     return;
   caf::actor self = caf::actor_cast<caf::actor>(this);
   // An idle link still reads: a peer's ABORT or BYE must reach the progress
@@ -479,9 +511,9 @@ void link_actor::park() {
 
 std::size_t link_actor::read_frames() {
   std::size_t total = 0;
-  if (!have_connection())
+  if (resuming_ || !have_connection())
     return total;
-  while (!closed_ && total < poll_budget) {
+  while (!closed_ && !resuming_ && total < poll_budget) {
     // 1. Consume what is staged.
     while (stage_begin_ < stage_end_ && !closed_) {
       auto avail = stage_end_ - stage_begin_;
@@ -542,9 +574,9 @@ std::size_t link_actor::read_frames() {
     }
     if (r.closed) {
       if (!r.error.empty())
-        fail("connection to " + peer_name_ + " failed: " + r.error);
+        lost("connection to " + peer_name_ + " failed: " + r.error);
       else
-        fail(peer_name_ + " closed the connection", false);
+        lost(peer_name_ + " closed the connection");
     }
     break;
   }
@@ -582,7 +614,10 @@ void link_actor::frame_complete() {
     case wire::frame_kind::heartbeat:
       return;
     case wire::frame_kind::crc_ack:
-      crc_tx_.on_ack(h.seq);
+      if (awaiting_resume_count_)
+        on_resume_count(h.seq);
+      else
+        crc_tx_.on_ack(h.seq);
       return;
     case wire::frame_kind::crc_nack:
       on_crc_nack(h.seq);
@@ -742,7 +777,7 @@ void link_actor::dispatch_data(rx_chunk chunk) {
 
 std::size_t link_actor::write_frames() {
   std::size_t total = 0;
-  if (!have_connection())
+  if (resuming_ || !have_connection())
     return total;
   while (!txq_.empty() && !closed_) {
     iovec iov[max_iov];
@@ -751,9 +786,14 @@ std::size_t link_actor::write_frames() {
     if (!r.error.empty()) {
       // Read what the peer sent before it went away (an ABORT frame naming
       // the real cause, or its BYE) so it is reported before our loss.
+      auto why = "sending to " + peer_name_ + " failed: " + r.error;
+      if (init_.reconnect.count() > 0 && init_.resumer) {
+        lost(why); // everything unacked is sent again on the resumed connection
+        return total;
+      }
       txq_.clear();
       read_frames();
-      fail("sending to " + peer_name_ + " failed: " + r.error);
+      fail(why);
       return total;
     }
     if (r.bytes == 0)
@@ -803,7 +843,121 @@ void link_actor::purge_queued_data() {
   txq_.push_back(std::move(front));
 }
 
+// ---- resuming a lost connection --------------------------------------------------
+
+void link_actor::lost(const std::string& why) {
+  if (closed_ || resuming_)
+    return;
+  bool may_resume = init_.reconnect.count() > 0 && init_.resumer && init_.crc && !aborted_
+                    && !crc_failed_ && !shutdown_wait_.pending();
+  if (!may_resume) {
+    fail(why);
+    return;
+  }
+  auto now = clock::now();
+  resuming_ = true;
+  awaiting_resume_count_ = false;
+  resume_cause_ = why;
+  resume_started_ = now;
+  init_.conn->close();
+  // Frames not (fully) written are dropped here: each data frame has its
+  // copy in crc_tx_ (the caller may reuse its buffer), and on_resume_count
+  // sends every one the peer did not receive. Control frames (acks,
+  // heartbeats) are stale on a new connection.
+  for (auto& item : txq_)
+    if (item.notify)
+      send(item.notify, sent_atom::value, init_.peer, item.step, item.chunk);
+  txq_.clear();
+  // A half-read frame is read again from its start after the resume.
+  in_payload_ = false;
+  cur_buf_.reset();
+  cur_land_ = nullptr;
+  cur_discard_ = false;
+  cur_have_ = 0;
+  stage_begin_ = stage_end_ = 0;
+  read_armed_ = write_armed_ = false;
+  poll_queued_ = false;
+  MCCL_LOG(warn, "link to " << peer_name_ << " lost (" << why << "): re-establishing it within "
+                              "MCCL_RECONNECT_MS=" << init_.reconnect.count());
+  if (init_.recorder)
+    init_.recorder->reaction("reconnect", init_.peer, {},
+                             "attempt: connection lost (" + why + "), resuming within "
+                               "MCCL_RECONNECT_MS=" + std::to_string(init_.reconnect.count()));
+  caf::actor self = caf::actor_cast<caf::actor>(this);
+  init_.resumer->resume(init_.peer, now + init_.reconnect,
+                        [self](transport::connection_ptr conn, const std::string& reason) {
+                          caf::anon_send(self, resumed_atom::value, std::move(conn), reason);
+                        });
+}
+
+void link_actor::stop_resuming() {
+  if (resuming_ && init_.resumer)
+    init_.resumer->cancel(init_.peer);
+  resuming_ = false;
+  awaiting_resume_count_ = false;
+}
+
+void link_actor::on_resumed(transport::connection_ptr conn, const std::string& why) {
+  if (!resuming_ || closed_ || aborted_) {
+    if (conn)
+      conn->close();
+    return;
+  }
+  resuming_ = false;
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - resume_started_);
+  if (!conn) {
+    auto text = resume_cause_ + "; not re-established within MCCL_RECONNECT_MS="
+                + std::to_string(init_.reconnect.count()) + " (" + why + ")";
+    if (init_.recorder)
+      init_.recorder->reaction("reconnect", init_.peer, {},
+                               "failed after " + std::to_string(waited.count()) + " ms: " + why);
+    fail(text);
+    return;
+  }
+  init_.conn = init_.conn->resumed(std::move(conn));
+  // Tell the peer how many of its frames arrived in order; it sends the rest
+  // again. Our own data waits until its count arrives (on_resume_count).
+  uint64_t in_order = crc_rx_.resume();
+  crc_acked_ = in_order;
+  awaiting_resume_count_ = true;
+  enqueue_control(wire::frame_kind::crc_ack, 0, {}, in_order);
+  last_rx_ = last_tx_ = last_activity_ = clock::now();
+  write_frames();
+  kick();
+}
+
+void link_actor::on_resume_count(uint64_t count) {
+  awaiting_resume_count_ = false;
+  std::string why;
+  auto* frames = crc_tx_.resume_from(count, &why);
+  if (!frames) {
+    fail(peer_name_ + " cannot resume the link: " + why);
+    return;
+  }
+  for (const auto& f : *frames) {
+    tx_item item;
+    wire::encode_header(f.header, item.header);
+    item.data = f.payload.data();
+    item.len = f.payload.size();
+    item.step = f.header.step;
+    item.chunk = f.header.chunk;
+    txq_.push_back(std::move(item));
+  }
+  ++resumes_;
+  auto healed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - resume_started_);
+  MCCL_LOG(warn, "link to " << peer_name_ << " resumed after " << healed.count() << " ms; sending "
+                            << frames->size() << " unacknowledged frame(s) again");
+  if (init_.recorder)
+    init_.recorder->reaction("reconnect", init_.peer, {},
+                             "success: resumed after " + std::to_string(healed.count())
+                               + " ms (resume #" + std::to_string(resumes_) + "), "
+                               + std::to_string(frames->size()) + " frame(s) sent again");
+  write_frames();
+  kick();
+}
+
 void link_actor::fail(const std::string& why, bool graceful, uint64_t issued) {
+  stop_resuming();
   if (closed_)
     return;
   closed_ = true;

@@ -34,6 +34,7 @@
 #include "actors/messages.hpp"
 #include "transport/connection.hpp"
 #include "transport/fault_report.hpp"
+#include "transport/tcp_mesh.hpp"
 
 #include <caf/event_based_actor.hpp>
 
@@ -61,6 +62,13 @@ struct link_init {
   uint32_t max_payload = 0; ///< largest data frame accepted (chunk size + slack)
   /// Shared with the communicator's inline path; null: never lent.
   std::shared_ptr<link_lease> lease;
+  /// MCCL_RECONNECT_MS (already capped at MCCL_TIMEOUT_MS): how long a
+  /// connection lost without BYE or ABORT may take to be re-established
+  /// before the peer is reported lost. Needs `crc` (the frame numbering
+  /// and the copies kept until acked) and a resumer; else 0.
+  std::chrono::milliseconds reconnect{0};
+  /// Re-establishes lost connections (tcp_mesh.hpp); null: never.
+  std::shared_ptr<transport::tcp_link_resumer> resumer;
   /// Records reactions to faults for the fault report; null: no scenario.
   std::shared_ptr<transport::fault_recorder> recorder;
 };
@@ -141,6 +149,17 @@ private:
   void enqueue_control(wire::frame_kind kind, uint32_t aux, std::vector<uint8_t> payload,
                        uint64_t seq = 0, uint32_t step = 0);
   void purge_queued_data();
+  // ---- resuming a lost connection (MCCL_RECONNECT_MS)
+  /// The connection broke (reset, closed, a failed send): resume it when
+  /// the link may, else fail().
+  void lost(const std::string& why);
+  /// The resumer's answer: a new connection, or null and why not.
+  void on_resumed(transport::connection_ptr conn, const std::string& why);
+  /// The peer's first crc_ack on a resumed connection: how many of our
+  /// frames it received in order; everything after that is sent again.
+  void on_resume_count(uint64_t count);
+  void stop_resuming();
+
   /// Closes the link and reports it down. graceful: the peer said BYE after
   /// issuing `issued` ops.
   void fail(const std::string& why, bool graceful = false, uint64_t issued = 0);
@@ -214,6 +233,16 @@ private:
   uint64_t crc_acked_ = 0;   ///< the count our last crc_ack carried
   bool crc_failed_ = false;  ///< recovery gave up: data frames are dropped
   caf::response_promise shutdown_wait_; ///< finalize waiting for acks
+
+  // Resuming (MCCL_RECONNECT_MS). While `resuming_` there is no connection:
+  // nothing is read or written, sends are only kept (numbered) for later.
+  bool resuming_ = false;
+  /// On a resumed connection, until the peer's first crc_ack says where to
+  /// start again: data frames are kept, not queued.
+  bool awaiting_resume_count_ = false;
+  std::string resume_cause_; ///< why the connection was lost
+  clock::time_point resume_started_;
+  int resumes_ = 0; ///< connections resumed so far on this link
   uint64_t shutdown_issued_ = 0;
   clock::time_point shutdown_deadline_;
 };

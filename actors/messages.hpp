@@ -7,6 +7,7 @@
 #include "collectives/landing.hpp"
 #include "collectives/op.hpp"
 #include "config/error.hpp"
+#include "transport/connection.hpp"
 #include "transport/frame.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
@@ -46,6 +47,7 @@ using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>; // finalize
 using post_recv_atom = caf::atom_constant<caf::atom("postrecv")>; // progress -> link (p2p)
 using unpost_atom = caf::atom_constant<caf::atom("unpost")>;      // progress -> link (p2p)
 using returned_atom = caf::atom_constant<caf::atom("returned")>;  // inline path -> link (lease)
+using resumed_atom = caf::atom_constant<caf::atom("resumed")>;    // link resumer -> link (MCCL_RECONNECT_MS)
 using op_failed_atom = caf::atom_constant<caf::atom("opfailed")>; // inline path -> progress
 using probe_atom = caf::atom_constant<caf::atom("probe")>;        // caller -> link (p2p)
 
@@ -86,3 +88,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::op_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::op_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<mccl::landing_map>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::errc)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<mccl::transport::connection>)

@@ -337,6 +337,13 @@ const setting_def setting_table[] = {
        throw bad_value{}; // heartbeats go out every 0.5..1 interval: one miss is normal jitter
      cfg.heartbeat_misses = static_cast<int>(misses);
    }},
+  {"MCCL_RECONNECT_MS", "0", "an integer number of milliseconds between 0 and 86400000",
+   "With MCCL_TRANSPORT_CRC, a connection that is reset or closed without the peer's BYE or "
+   "ABORT is re-established within this long (at most MCCL_TIMEOUT_MS) and the op resumes; "
+   "0: it fails the op at once.",
+   [](config& cfg, const std::string& text) {
+     cfg.reconnect = std::chrono::milliseconds{parse_int(text, 0, 86400000)};
+   }},
   {"MCCL_CRC_RETRIES", "3", "an integer between 0 and 100",
    "With MCCL_TRANSPORT_CRC, how often one chunk is retransmitted after CRC32C mismatches before "
    "the op fails naming the link.",
@@ -644,6 +651,7 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_HEARTBEAT_MS") return std::to_string(cfg.heartbeat.count());
     if (name == "MCCL_HEARTBEAT_MISSES") return std::to_string(cfg.heartbeat_misses);
     if (name == "MCCL_CRC_RETRIES") return std::to_string(cfg.crc_retries);
+    if (name == "MCCL_RECONNECT_MS") return std::to_string(cfg.reconnect.count());
     if (name == "MCCL_FAULTS") return quoted(cfg.faults);
     if (name == "MCCL_FAULTS_REPORT") return quoted(cfg.faults_report);
     if (name == "MCCL_LINK_PROFILE") return to_string(cfg.profile);

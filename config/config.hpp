@@ -98,6 +98,9 @@ struct config {
   std::chrono::milliseconds heartbeat{1000};
   /// A peer silent for heartbeat x heartbeat_misses is declared dead; 0: never.
   int heartbeat_misses = 5;
+  /// How long a lost connection may take to be re-established (with
+  /// transport_crc; capped at `timeout` when used); 0: never.
+  std::chrono::milliseconds reconnect{0};
   /// Retransmits of one chunk after CRC32C mismatches before the op fails.
   int crc_retries = 3;
   /// Fault-injection scenario file (JSON); "" = no faults injected.

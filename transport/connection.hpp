@@ -59,6 +59,12 @@ public:
   virtual void suspend_notifications() {}
   virtual void resume_notifications() {}
 
+  /// A lost link was re-established (MCCL_RECONNECT_MS) over `fresh`, a
+  /// new connection to the same peer: what the link uses from now on. A
+  /// decorator takes `fresh` as its new inner connection and keeps its own
+  /// state (the fault injector's fire counts), so returns itself.
+  virtual std::shared_ptr<connection> resumed(std::shared_ptr<connection> fresh) { return fresh; }
+
   /// "rank 2 at 10.0.0.2:41234": for error messages.
   virtual const std::string& description() const = 0;
 };

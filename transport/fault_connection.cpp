@@ -567,6 +567,29 @@ void fault_connection::notify_when_ready(bool want_write, std::function<void()> 
   }
 }
 
+connection_ptr fault_connection::resumed(connection_ptr fresh) {
+  // The new stream starts at a frame boundary with nothing of ours in it:
+  // what was held back, half passed or waiting in the old one is gone (the
+  // link sends every unacknowledged frame again).
+  {
+    std::lock_guard<std::mutex> guard{wake_mutex_};
+    read_cb_ = nullptr;
+    write_cb_ = nullptr;
+  }
+  inner_ = std::move(fresh);
+  cur_remaining_ = 0;
+  decided_.clear();
+  raw_ = false;
+  occurrence_ = 0;
+  pending_.clear();
+  pending_off_ = 0;
+  held_.clear();
+  hold_until_ = {};
+  closed_by_fault_ = false;
+  close_why_.clear();
+  return shared_from_this();
+}
+
 void fault_connection::close() {
   inner_->close();
   // The callbacks hold the holder (a link actor): let it go.

@@ -78,6 +78,9 @@ public:
   io_result read_some(void* data, std::size_t len) override;
   void notify_when_ready(bool want_write, std::function<void()> ready) override;
   void close() override;
+  /// Keeps the faults' fire counts (a `close` that fired does not fire
+  /// again on the resumed connection) and starts a fresh stream over it.
+  connection_ptr resumed(connection_ptr fresh) override;
   int poll_fd() const override { return inner_->poll_fd(); }
   void suspend_notifications() override { inner_->suspend_notifications(); }
   void resume_notifications() override { inner_->resume_notifications(); }

@@ -43,6 +43,26 @@ std::string vet_handshake_bytes(const handshake_expectations& expect, const uint
                                 std::size_t len, const std::vector<bool>& connected,
                                 wire::hello& out);
 
+/// A hello (and its hello_ack) whose header carries this in `aux` asks to
+/// resume a link that was lost (MCCL_RECONNECT_MS): the rank that dialled
+/// the link at first dials again. Fresh connections carry aux 0.
+constexpr uint32_t resume_marker = 0x524D5352; // "RSMR" on the wire
+
+/// The acceptor's check of a resume request: the same checks as vet_hello
+/// (version, communicator, token, world, ranks, who dials whom), plus the
+/// resume marker, and `resumable[r]` must say that the link to rank r is
+/// waiting to be resumed (it was lost and its reconnect window is open);
+/// anything else is refused with the reason. `resumable` has `world`
+/// entries. On acceptance `out` holds the hello.
+std::string vet_resume_hello(const handshake_expectations& expect, const wire::frame_header& h,
+                             const uint8_t* payload, std::size_t len,
+                             const std::vector<bool>& resumable, wire::hello& out);
+
+/// vet_resume_hello on the raw bytes a dialer sent, as vet_handshake_bytes.
+std::string vet_resume_bytes(const handshake_expectations& expect, const uint8_t* data,
+                             std::size_t len, const std::vector<bool>& resumable,
+                             wire::hello& out);
+
 /// Compares two tokens in time that depends only on their lengths, so a
 /// stray cannot learn the token byte by byte from how fast it is refused.
 bool tokens_equal(const std::string& a, const std::string& b) noexcept;

@@ -13,7 +13,10 @@ real processes over loopback TCP, with the mccl_check rank program:
   dead by the others after MCCL_HEARTBEAT_MS x MCCL_HEARTBEAT_MISSES, while
   a rank that is merely slow to issue its ops is not;
 * a rank crashed by a scenario is named by the survivors;
-* the same seed injects the same faults; a malformed scenario is refused.
+* the same seed injects the same faults; a malformed scenario is refused;
+* with MCCL_RECONNECT_MS (and CRC), a connection closed mid-op is
+  re-established and the ops complete bit-exact, the reports showing the
+  reconnect; a peer that is gone for good is named once the window ends.
 
 Ranks are started by the harness of faults_test.py (each in its own session,
 killed and reaped on every exit path); every wait is bounded.
@@ -247,6 +250,52 @@ class ScenarioTest(unittest.TestCase):
         self.assertTrue(0 <= crash["detected_by"]["latency_ms"] < RUN_BOUND * 1000, crash)
         print(f"  crash of rank 2 detected by rank {crash['detected_by']['rank']} after "
               f"{crash['detected_by']['latency_ms']} ms", file=sys.stderr)
+
+    def reconnects(self, report):
+        return [x["detail"] for x in report["reactions"] if x["kind"] == "reconnect"]
+
+    def test_close_with_reconnect_resumes_bit_exact(self):
+        env = {"MCCL_TRANSPORT_CRC": "1", "MCCL_RECONNECT_MS": "3000"}
+        cases = [(2, self.scenario("close2", [{"kind": "close", "link": "1->0", "seq": 25}])),
+                 (3, self.scenario("close3", [{"kind": "close", "link": "2->0", "seq": 5},
+                                              {"kind": "close", "link": "0->1", "seq": 9}]))]
+        for world, path in cases:
+            reports = self.run_ok(world, ["allreduce", *COUNTS], path, env, tag=f"close{world}")
+            closes = sum(1 for r in reports for f in r["faults"] if f["kind"] == "close")
+            self.assertEqual(closes, world - 1)
+            successes = []
+            for r in reports:
+                kinds = [x["kind"] for x in r["reactions"]]
+                self.assertNotIn("link_down", kinds, r["reactions"])
+                for op in r["ops"]:
+                    self.assertTrue(op["ok"], op)
+                    self.assertEqual(op["data_verified"], "crc32c", op)
+                details = self.reconnects(r)
+                successes += [d for d in details if d.startswith("success: resumed after")]
+                for d in details:
+                    self.assertTrue(d.startswith(("attempt:", "success:")), d)
+            # Both ends of every closed link resumed it.
+            self.assertEqual(len(successes), 2 * closes, successes)
+            print(f"  {world} ranks: {closes} connection(s) closed, {len(successes)} link ends "
+                  f"resumed: {successes[0]}", file=sys.stderr)
+
+    def test_peer_gone_for_good_fails_after_the_reconnect_window(self):
+        path = self.scenario("gone", [{"kind": "crash", "rank": 1, "seq": 5, "exit_code": 99}])
+        ranks = self.start(2, ["allreduce", *COUNTS], path,
+                           {"MCCL_TRANSPORT_CRC": "1", "MCCL_RECONNECT_MS": "1000"})
+        self.finish(ranks)
+        self.assertEqual(ranks[1].returncode, 99, ranks[1].describe())
+        self.assertNotEqual(ranks[0].returncode, 0, ranks[0].describe())
+        err = ranks[0].output("stderr")
+        self.assertRegex(err, r"lost rank 1: .*not re-established within MCCL_RECONNECT_MS=1000",
+                         ranks[0].describe())
+        waited = ranks[0].exit_time - ranks[1].exit_time
+        # The window (1 s), the loss grace and finalize; well inside MCCL_TIMEOUT_MS=5000.
+        self.assertGreaterEqual(waited, 0.9, ranks[0].describe())
+        self.assertLess(waited, 4.0, ranks[0].describe())
+        details = self.reconnects(self.report(0))
+        self.assertTrue(any(d.startswith("failed after") for d in details), details)
+        print(f"  rank 0 failed {waited:.2f} s after rank 1 crashed", file=sys.stderr)
 
     def test_same_seed_same_faults(self):
         def faults(seed, tag):

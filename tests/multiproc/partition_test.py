@@ -10,7 +10,11 @@ iptables DROP rule inside rank 1's namespace:
   naming the op and the peer, and exit (no hang);
 * a partition that heals well inside the op deadline: TCP retransmits what
   was dropped and the ranks' random-op soak completes with every element
-  checked.
+  checked;
+* a cut that RESETs the connection (iptables REJECT with tcp-reset) with
+  MCCL_TRANSPORT_CRC=1 and MCCL_RECONNECT_MS: healed inside the window, the
+  link is re-established and the soak completes with every element right;
+  lasting, both ranks fail once the window ends, naming the peer.
 
 Everything it creates is removed in cleanup, also when a step fails
 (deleting a namespace removes its veth end and its iptables rules). Needs
@@ -90,6 +94,65 @@ class PartitionTest(unittest.TestCase):
     def partition(self, on):
         sh("ip", "netns", "exec", NS[1], "iptables", "-A" if on else "-D", "INPUT", "-i",
            VETH[1], "-j", "DROP")
+
+    def reset_cut(self, on):
+        # Every TCP segment rank 1 receives is answered with a RST (except
+        # RSTs themselves, so rank 0's answers reset rank 1's end too): both
+        # ends of the connection see it reset, and redials fail until healed.
+        sh("ip", "netns", "exec", NS[1], "iptables", "-A" if on else "-D", "INPUT", "-i", VETH[1],
+           "-p", "tcp", "!", "--tcp-flags", "RST", "RST", "-j", "REJECT", "--reject-with", "tcp-reset")
+
+    RESUMABLE = {"MCCL_TRANSPORT_CRC": "1", "MCCL_HEARTBEAT_MS": "200", "MCCL_TIMEOUT_MS": "15000"}
+
+    def test_reset_cut_healed_inside_the_reconnect_window_completes(self):
+        ops = 30000
+        ranks = self.start(MCCL_RECOVERY, ["soak", str(ops), "7"],
+                           dict(self.RESUMABLE, MCCL_RECONNECT_MS="5000"))
+        time.sleep(1.5)
+        self.assertFalse(any(r.exited for r in ranks), "the soak ended before the cut:\n"
+                         + "\n".join(r.describe() for r in ranks))
+        self.reset_cut(True)
+        time.sleep(1.0)
+        self.reset_cut(False)
+        for r in ranks:
+            self.assertTrue(r.wait_exit(120), r.describe())
+        resumed = 0
+        for r in ranks:
+            self.assertEqual(r.returncode, 0, r.describe())
+            found = r.find_line(r"soak (\d+) ops, \d+ elements, (\d+) wrong")
+            self.assertIsNotNone(found, r.describe())
+            self.assertEqual(re.search(r"soak (\d+) ops, \d+ elements, (\d+) wrong", found[1]).groups(),
+                             (str(ops), "0"))
+            line = re.search(r"resumed after \d+ ms.*", r.output("stderr"))
+            resumed += line is not None
+            print(f"  rank {r.rank}: {found[1]}; {line[0] if line else '(not resumed)'}",
+                  file=sys.stderr, flush=True)
+        self.assertGreater(resumed, 0, "the cut reset no connection:\n"
+                           + "\n".join(r.describe() for r in ranks))
+
+    def test_lasting_reset_cut_fails_after_the_reconnect_window_naming_the_peer(self):
+        window_ms = 1500
+        ranks = self.start(MCCL_CHECK, ["stress", "65536"],
+                           dict(self.RESUMABLE, MCCL_RECONNECT_MS=str(window_ms)))
+        for r in ranks:
+            self.assertIsNotNone(r.wait_for_line(r"stress started", STARTUP_TIMEOUT), r.describe())
+        time.sleep(0.3)
+        self.reset_cut(True)
+        cut = time.monotonic()
+        bound = window_ms / 1000 + 5
+        for r in ranks:
+            self.assertTrue(r.wait_exit(max(0.0, cut + bound + 5 - time.monotonic())),
+                            f"rank {r.rank} still running {bound + 5:.0f} s into the cut:\n"
+                            + r.describe())
+        for r in ranks:
+            took = r.exit_time - cut
+            line = r.find_line(r"op failed after")
+            print(f"  rank {r.rank} exited {r.returncode} {took:.2f} s after the cut: "
+                  f"{line[1] if line else '(no error line)'}", file=sys.stderr, flush=True)
+            self.assertEqual(r.returncode, 3, r.describe())
+            self.assertLessEqual(took, bound, r.describe())
+            self.assertRegex(r.output("stderr"), rf"lost rank {1 - r.rank}\b.*not re-established within "
+                             rf"MCCL_RECONNECT_MS={window_ms}", r.describe())
 
     def test_lasting_partition_fails_within_the_deadline(self):
         timeout_ms = 3000

@@ -58,7 +58,7 @@ const std::vector<std::string> expected_names = {
   "MCCL_TRANSPORT",      "MCCL_LOG_LEVEL",     "MCCL_LISTEN_ADDR",  "MCCL_IFNAME",
   "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_ALGO",
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
-  "MCCL_HEARTBEAT_MS",   "MCCL_HEARTBEAT_MISSES", "MCCL_CRC_RETRIES", "MCCL_FAULTS",
+  "MCCL_HEARTBEAT_MS",   "MCCL_HEARTBEAT_MISSES", "MCCL_RECONNECT_MS", "MCCL_CRC_RETRIES", "MCCL_FAULTS",
   "MCCL_FAULTS_REPORT",  "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
   "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_FLIGHT_RECORDER", "MCCL_JOB_TOKEN",
 };
@@ -355,12 +355,14 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_JOB_TOKEN", "abc"},          {"MCCL_ALGO", "broadcast=tree"},
     {"MCCL_INLINE_BYTES", "4K"},        {"MCCL_FLIGHT_RECORDER", "8"},
     {"MCCL_HEARTBEAT_MISSES", "4"},     {"MCCL_CRC_RETRIES", "6"},
+    {"MCCL_RECONNECT_MS", "2000"},
     {"MCCL_FAULTS", "/tmp/f.json"},     {"MCCL_FAULTS_REPORT", "/tmp/r"},
     {"MCCL_SOCKETS_PER_PEER", "3"},
   };
   auto cfg = resolve_env(env);
   EXPECT_EQ(cfg.heartbeat_misses, 4);
   EXPECT_EQ(cfg.crc_retries, 6);
+  EXPECT_EQ(cfg.reconnect.count(), 2000);
   EXPECT_EQ(cfg.faults, "/tmp/f.json");
   EXPECT_EQ(cfg.faults_report, "/tmp/r");
   EXPECT_EQ(cfg.transport, transport_kind::tcp);
@@ -487,6 +489,9 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_HEARTBEAT_MISSES", "1001"},
   {"MCCL_HEARTBEAT_MISSES", "x"},
   {"MCCL_CRC_RETRIES", "101"},
+  {"MCCL_RECONNECT_MS", "-1"},
+  {"MCCL_RECONNECT_MS", "86400001"},
+  {"MCCL_RECONNECT_MS", "3s"},
   {"MCCL_CRC_RETRIES", "-1"},
   {"MCCL_CRC_RETRIES", ""},
 };
@@ -886,6 +891,14 @@ TEST(ConfigFaultSettings, MissCountRejectsOneAndNamesTheVariable) {
   auto msg = env_error({{"MCCL_HEARTBEAT_MISSES", "1"}});
   EXPECT_NE(msg.find("MCCL_HEARTBEAT_MISSES"), std::string::npos) << msg;
   EXPECT_NE(msg.find("0 or between 2 and 1000"), std::string::npos) << msg;
+}
+
+TEST(ConfigFaultSettings, ReconnectWindowDefaultsToOffAndNamesTheVariable) {
+  EXPECT_EQ(resolve_config({}, {}).reconnect.count(), 0);
+  EXPECT_EQ(resolve_config({}, {{"MCCL_RECONNECT_MS", "2500"}}).reconnect.count(), 2500);
+  auto msg = env_error({{"MCCL_RECONNECT_MS", "3s"}});
+  EXPECT_NE(msg.find("MCCL_RECONNECT_MS"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("between 0 and 86400000"), std::string::npos) << msg;
 }
 
 TEST(ConfigFaultSettings, CrcRetriesAndScenarioPaths) {

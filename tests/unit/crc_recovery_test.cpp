@@ -167,3 +167,70 @@ TEST(CrcRecovery, SkippedFramesKeepTheNumberingAndAreNotDelivered) {
   EXPECT_EQ(rx.delivered(), 3u);                   // all three acked
   (void)f1;
 }
+
+// Resuming a lost link (MCCL_RECONNECT_MS): frames 0..4 were sent; 0 and 1
+// arrived, 2 was corrupted (nacked), 3 arrived and waits behind it, 4 was
+// lost with the connection. On the new connection the receiver says "2 in
+// order", the sender resends 2, 3 and 4 as ordinary frames and every chunk
+// is delivered once, in order.
+TEST(CrcRecovery, ResumeResendsEverythingAfterTheLastFrameReceivedInOrder) {
+  crc_sender tx;
+  crc_receiver rx(3);
+  std::vector<wire_frame> frames;
+  for (uint32_t i = 0; i < 5; ++i) {
+    wire::frame_header h;
+    h.chunk = i;
+    std::vector<uint8_t> data(8, static_cast<uint8_t>(i));
+    frames.push_back(sent(tx.keep(h, data.data(), data.size())));
+  }
+  std::vector<uint32_t> got;
+  auto take = [&](crc_receiver::outcome out) {
+    EXPECT_EQ(out.fatal, "");
+    for (auto& c : out.deliver)
+      got.push_back(c.header.chunk);
+  };
+  take(rx.on_frame(arrive(frames[0]), true));
+  take(rx.on_frame(arrive(frames[1]), true));
+  auto out = rx.on_frame(arrive(frames[2]), false);
+  ASSERT_EQ(out.nacks, std::vector<uint64_t>{2});
+  take(rx.on_frame(arrive(frames[3]), true));
+  EXPECT_EQ(got, (std::vector<uint32_t>{0, 1}));
+
+  // The connection is lost here; the nack may or may not have arrived.
+  std::string why;
+  ASSERT_NE(tx.on_nack(2, &why), nullptr);
+  uint64_t in_order = rx.resume();
+  EXPECT_EQ(in_order, 2u);
+  EXPECT_EQ(rx.held(), 0u);
+  auto* again = tx.resume_from(in_order, &why);
+  ASSERT_NE(again, nullptr) << why;
+  ASSERT_EQ(again->size(), 3u);
+  EXPECT_EQ(tx.kept_frames(), 3u); // 0 and 1 count as acked
+  for (const auto& k : *again) {
+    auto f = sent(k);
+    EXPECT_FALSE(f.h.flags & wire::flag_retransmit) << "resent as an ordinary frame";
+    take(rx.on_frame(arrive(f), crc_ok(f)));
+  }
+  EXPECT_EQ(got, (std::vector<uint32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(rx.delivered(), 5u);
+}
+
+TEST(CrcRecovery, ResumeClaimsOutsideWhatWasSentAreRefused) {
+  crc_sender tx;
+  std::vector<uint8_t> data(4, 1);
+  for (int i = 0; i < 4; ++i)
+    tx.keep(wire::frame_header{}, data.data(), data.size());
+  tx.on_ack(2);
+  std::string why;
+  EXPECT_EQ(tx.resume_from(5, &why), nullptr);
+  EXPECT_NE(why.find("claims to have received 5 frame(s) in order, but 4 were sent"),
+            std::string::npos) << why;
+  why.clear();
+  EXPECT_EQ(tx.resume_from(1, &why), nullptr);
+  EXPECT_NE(why.find("2 already acknowledged"), std::string::npos) << why;
+  EXPECT_EQ(tx.kept_frames(), 2u) << "a refused claim changes nothing";
+  auto* all = tx.resume_from(4, &why);
+  ASSERT_NE(all, nullptr);
+  EXPECT_TRUE(all->empty());
+  EXPECT_EQ(tx.sent(), 4u);
+}

@@ -98,3 +98,63 @@ TEST(Handshake, TokensCompareByValue) {
   EXPECT_FALSE(tokens_equal("abc", "abd"));
   EXPECT_FALSE(tokens_equal("abc", "abcd"));
 }
+
+// ---- resuming a lost link (MCCL_RECONNECT_MS) -----------------------------------
+
+namespace {
+
+std::vector<uint8_t> resume_frame(const wire::hello& hi, uint32_t aux = resume_marker,
+                                  uint32_t comm_id = 7) {
+  auto bytes = frame(hi, comm_id);
+  wire::frame_header h;
+  h.kind = wire::frame_kind::hello;
+  h.comm_id = comm_id;
+  h.aux = aux;
+  h.payload_len = static_cast<uint32_t>(bytes.size() - wire::header_size);
+  wire::encode_header(h, bytes.data());
+  return bytes;
+}
+
+// Rank 1 of 4: the link to rank 3 was lost and waits to be resumed.
+const std::vector<bool> resumable{false, false, false, true};
+
+std::string vet_resume(const std::vector<uint8_t>& bytes) {
+  wire::hello out;
+  return vet_resume_bytes(expect, bytes.data(), bytes.size(), resumable, out);
+}
+
+} // namespace
+
+TEST(Handshake, ResumeOfALostLinkIsAccepted) {
+  wire::hello out;
+  auto bytes = resume_frame({3, 1, 4, "job-token"});
+  EXPECT_EQ(vet_resume_bytes(expect, bytes.data(), bytes.size(), resumable, out), "");
+  EXPECT_EQ(out.from_rank, 3u);
+}
+
+TEST(Handshake, ResumeOfALinkThatIsUpIsRefused) {
+  auto why = vet_resume(resume_frame({2, 1, 4, "job-token"}));
+  EXPECT_NE(why.find("rank 2 asks to resume its link, but that link is not waiting"),
+            std::string::npos) << why;
+}
+
+TEST(Handshake, ResumeNeedsTheTokenCommunicatorAndRanksOfAFreshHello) {
+  EXPECT_NE(vet_resume(resume_frame({3, 1, 4, "guess"})).find("wrong job token"), std::string::npos);
+  EXPECT_NE(vet_resume(resume_frame({3, 1, 4, "job-token"}, resume_marker, 8)).find("communicator id 8"),
+            std::string::npos);
+  EXPECT_NE(vet_resume(resume_frame({3, 2, 4, "job-token"})).find("addressed to rank 2"),
+            std::string::npos);
+  // Rank 0 was dialled by rank 1: only rank 1 may dial it again, never the reverse.
+  EXPECT_NE(vet_resume(resume_frame({0, 1, 4, "job-token"})).find("must not dial rank 1"),
+            std::string::npos);
+  EXPECT_NE(vet_resume(resume_frame({3, 1, 5, "job-token"})).find("world size 5"), std::string::npos);
+}
+
+TEST(Handshake, FreshHelloAndResumeAreNotInterchangeable) {
+  // A fresh hello once the mesh is built, where only resumes are expected.
+  auto why = vet_resume(resume_frame({3, 1, 4, "job-token"}, 0));
+  EXPECT_NE(why.find("sent a fresh hello"), std::string::npos) << why;
+  // A resume while the mesh is being built.
+  why = vet(resume_frame({2, 1, 4, "job-token"}));
+  EXPECT_NE(why.find("asks to resume a link that was never established"), std::string::npos) << why;
+}
