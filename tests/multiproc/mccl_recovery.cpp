@@ -188,6 +188,11 @@ int run_soak(mccl::communicator& comm, long ops, uint64_t seed) {
       if (done == ops / 4)
         rss_quarter = rss_kib();
     }
+    if (done == static_cast<long>(flight.size())) {
+      // Tests cut the network after this: the first ops connected and ran.
+      std::printf("rank %d: soak started\n", comm.rank());
+      std::fflush(stdout);
+    }
   }
   std::printf("rank %d: soak %ld ops, %zu elements, %zu wrong, rss after a quarter %ld KiB, at the end %ld KiB\n",
               comm.rank(), done, elements, wrong, rss_quarter, rss_kib());

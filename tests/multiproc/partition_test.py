@@ -102,13 +102,21 @@ class PartitionTest(unittest.TestCase):
         sh("ip", "netns", "exec", NS[1], "iptables", "-A" if on else "-D", "INPUT", "-i", VETH[1],
            "-p", "tcp", "!", "--tcp-flags", "RST", "RST", "-j", "REJECT", "--reject-with", "tcp-reset")
 
+    def wait_for_soak(self, ranks):
+        """Until every rank ran its first ops, then a moment more: the cut
+        must come while the soak runs (on a quiet machine 10^5 ops take a few
+        seconds, so a fixed sleep could outlast them)."""
+        for r in ranks:
+            self.assertIsNotNone(r.wait_for_line(r"soak started", STARTUP_TIMEOUT), r.describe())
+        time.sleep(0.2)
+
     RESUMABLE = {"MCCL_TRANSPORT_CRC": "1", "MCCL_HEARTBEAT_MS": "200", "MCCL_TIMEOUT_MS": "15000"}
 
     def test_reset_cut_healed_inside_the_reconnect_window_completes(self):
-        ops = 30000
+        ops = 100000
         ranks = self.start(MCCL_RECOVERY, ["soak", str(ops), "7"],
                            dict(self.RESUMABLE, MCCL_RECONNECT_MS="5000"))
-        time.sleep(1.5)
+        self.wait_for_soak(ranks)
         self.assertFalse(any(r.exited for r in ranks), "the soak ended before the cut:\n"
                          + "\n".join(r.describe() for r in ranks))
         self.reset_cut(True)
@@ -177,9 +185,9 @@ class PartitionTest(unittest.TestCase):
             self.assertRegex(line[1], rf"allreduce seq \d+ .*rank {1 - r.rank}\b", r.describe())
 
     def test_partition_healed_inside_the_deadline_completes(self):
-        ops = 30000
+        ops = 100000
         ranks = self.start(MCCL_RECOVERY, ["soak", str(ops), "7"], {"MCCL_TIMEOUT_MS": "15000"})
-        time.sleep(1.5)
+        self.wait_for_soak(ranks)
         self.assertFalse(any(r.exited for r in ranks), "the soak ended before the partition:\n"
                          + "\n".join(r.describe() for r in ranks))
         self.partition(True)
