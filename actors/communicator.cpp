@@ -467,8 +467,9 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
       auto* striped = dynamic_cast<const transport::striped_connection*>(c.get());
       sockets += striped ? striped->stripes() : 1;
     }
+    cfg.hosts = pi.cfg.hosts = transport::count_hosts(mo);
     MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s) over "
-                           << sockets << " socket(s)");
+                           << sockets << " socket(s), " << cfg.hosts << " host(s)");
     if (injector) {
       for (int peer = 0; peer < o.world_size; ++peer)
         if (conns[peer])

@@ -122,8 +122,14 @@ std::string default_algorithm(op_kind kind, std::size_t bytes, int world, const 
         return "rd";
       return power_of_two(world) ? "rabenseifner" : "ring";
     case op_kind::broadcast:
-      // The binomial tree won at every size from 3 ranks up (the pipelined
-      // chain only ties on 2 ranks, where both are the same single hop).
+      // On one host the binomial tree won at every size from 3 ranks up (the
+      // pipelined chain only ties on 2 ranks, where both are the same single
+      // hop). Across hosts a link's rate is the limit: the tree's root sends
+      // the whole buffer once per child over its one link, the chain sends
+      // every byte over each link once (3 emulated hosts at 1 Gbit/s, 16 and
+      // 64 MiB: chain 96-100 % of the rate, tree 48-50 %; bench/RESULTS.md).
+      if (cfg.hosts > 1 && world > 2 && bytes >= MiB)
+        return "chain";
       return "tree";
     case op_kind::reduce:
       // On 2 ranks the tree's leaf receives nothing and waits for the

@@ -103,6 +103,10 @@ struct config {
   std::chrono::milliseconds reconnect{0};
   /// Retransmits of one chunk after CRC32C mismatches before the op fails.
   int crc_retries = 3;
+  /// Not a setting: how many hosts the communicator's ranks run on, derived
+  /// when it connects (transport::count_hosts), the same on every rank. The
+  /// built-in algorithm table uses it where links, not CPUs, are the limit.
+  int hosts = 1;
   /// Fault-injection scenario file (JSON); "" = no faults injected.
   std::string faults;
   /// Where the fault report goes; "" = next to the scenario (see README).

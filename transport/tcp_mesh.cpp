@@ -8,6 +8,7 @@
 #include "transport/tcp_connection.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -256,6 +257,16 @@ std::string listen_everywhere(const mesh_options& o, asio::io_context& io,
 }
 
 } // namespace
+
+int count_hosts(const mesh_options& o) {
+  std::set<std::string> hosts;
+  for (int r = 0; r < o.world; ++r) {
+    auto published = o.rendezvous->get(o.key_prefix + "ep/" + std::to_string(r), o.connect_timeout);
+    auto first = published.substr(0, published.find(','));
+    hosts.insert(first.substr(0, first.rfind(':')));
+  }
+  return static_cast<int>(std::max<std::size_t>(hosts.size(), 1));
+}
 
 int stripes_for_pair(int setting, std::size_t peer_addresses) {
   if (setting > 0)

@@ -1,0 +1,60 @@
+// Hosts are counted from the ranks' published endpoints, alike on every
+// rank, and the built-in table broadcasts along a chain only across hosts.
+
+#include "collectives/registry.hpp"
+#include "config/config.hpp"
+#include "transport/store.hpp"
+#include "transport/tcp_mesh.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace {
+
+int hosts_of(const std::vector<std::string>& published) {
+  mccl::memory_store store;
+  for (std::size_t r = 0; r < published.size(); ++r)
+    store.set("mccl/7/ep/" + std::to_string(r), published[r]);
+  mccl::transport::mesh_options o;
+  o.world = static_cast<int>(published.size());
+  o.rendezvous = &store;
+  o.key_prefix = "mccl/7/";
+  o.connect_timeout = std::chrono::milliseconds(100);
+  return mccl::transport::count_hosts(o);
+}
+
+} // namespace
+
+TEST(HostCount, RanksPublishingTheSameFirstAddressShareAHost) {
+  EXPECT_EQ(hosts_of({"127.0.0.1:4000", "127.0.0.1:4001", "127.0.0.1:4002"}), 1);
+  EXPECT_EQ(hosts_of({"10.77.0.1:4000,10.77.1.1:4000", "10.77.0.1:4001,10.77.1.1:4001",
+                      "10.77.0.2:4000", "[fd00::3]:4000"}),
+            3);
+  EXPECT_EQ(hosts_of({"127.0.0.1:4000"}), 1);
+}
+
+TEST(HostCount, AMissingEndpointIsAnErrorNotAGuess) {
+  mccl::memory_store store;
+  store.set("p/ep/0", "127.0.0.1:1");
+  mccl::transport::mesh_options o;
+  o.world = 2;
+  o.rendezvous = &store;
+  o.key_prefix = "p/";
+  o.connect_timeout = std::chrono::milliseconds(50);
+  EXPECT_THROW(mccl::transport::count_hosts(o), mccl::error);
+}
+
+TEST(DefaultAlgorithm, BroadcastTakesTheChainOnlyAcrossHostsAndForLargeOps) {
+  mccl::config one_host;
+  mccl::config three_hosts;
+  three_hosts.hosts = 3;
+  constexpr std::size_t MiB = 1 << 20;
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 16 * MiB, 3, one_host), "tree");
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 16 * MiB, 3, three_hosts), "chain");
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, MiB, 6, three_hosts), "chain");
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 64 * 1024, 3, three_hosts), "tree");
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 16 * MiB, 2, three_hosts), "tree");
+}
