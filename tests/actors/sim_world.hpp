@@ -501,6 +501,18 @@ public:
     for (auto& p : progress_)
       caf::anon_send(p, actors::shutdown_atom::value);
     sched_.run(max_messages_per_settle);
+    // Finalize may wait for frames the test left in the network (a peer's
+    // last CRC acks, at most 500 ms) and failed ops wait for their links to
+    // confirm the abort: let the bytes through and fire those timers, so
+    // every op completes and its collective actor quits before the rest is
+    // killed (a collective left waiting would keep its links alive).
+    for (int round = 0; round < 16; ++round) {
+      auto moved = env_.net.deliver_all();
+      auto fired = sched_.trigger_timeouts();
+      if (moved == 0 && fired == 0 && !sched_.has_job())
+        break;
+      sched_.run(max_messages_per_settle);
+    }
     for (auto& links : links_)
       for (auto& l : links)
         if (l)
