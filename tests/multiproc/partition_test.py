@@ -186,7 +186,12 @@ class PartitionTest(unittest.TestCase):
 
     def test_partition_healed_inside_the_deadline_completes(self):
         ops = 100000
-        ranks = self.start(MCCL_RECOVERY, ["soak", str(ops), "7"], {"MCCL_TIMEOUT_MS": "15000"})
+        # Heartbeats off: after the cut heals, TCP's retransmission backoff
+        # can keep a link silent for seconds more, which the heartbeat rule
+        # (MCCL_HEARTBEAT_MS x MCCL_HEARTBEAT_MISSES, 5 s) may call a dead
+        # peer on a loaded machine; this test is about TCP recovering.
+        ranks = self.start(MCCL_RECOVERY, ["soak", str(ops), "7"],
+                           {"MCCL_TIMEOUT_MS": "15000", "MCCL_HEARTBEAT_MISSES": "0"})
         self.wait_for_soak(ranks)
         self.assertFalse(any(r.exited for r in ranks), "the soak ended before the partition:\n"
                          + "\n".join(r.describe() for r in ranks))
@@ -197,8 +202,9 @@ class PartitionTest(unittest.TestCase):
                          + "\n".join(r.describe() for r in ranks))
         for r in ranks:
             self.assertTrue(r.wait_exit(120), r.describe())
+        everyone = "\n".join(r.describe() for r in ranks)
         for r in ranks:
-            self.assertEqual(r.returncode, 0, r.describe())
+            self.assertEqual(r.returncode, 0, f"rank {r.rank} failed:\n{everyone}")
             found = r.find_line(r"soak (\d+) ops, \d+ elements, (\d+) wrong")
             self.assertIsNotNone(found, r.describe())
             print(f"  {found[1]}", file=sys.stderr, flush=True)
