@@ -81,9 +81,11 @@ std::string vet_resume_hello(const handshake_expectations& o, const wire::frame_
   return {};
 }
 
-std::string vet_resume_bytes(const handshake_expectations& expect, const uint8_t* data,
-                             std::size_t len, const std::vector<bool>& resumable,
-                             wire::hello& out) {
+namespace {
+
+/// Decodes a whole handshake frame held in memory: its header, checked and
+/// bounded, and a payload that must have fully arrived. "" when it did.
+std::string split_handshake(const uint8_t* data, std::size_t len, wire::frame_header& header) {
   auto res = wire::decode_header(data, len, max_handshake_payload);
   if (res.status != wire::decode_status::ok)
     return "malformed frame: " + res.reason;
@@ -91,22 +93,30 @@ std::string vet_resume_bytes(const handshake_expectations& expect, const uint8_t
   if (have < res.header.payload_len)
     return "handshake payload of " + std::to_string(res.header.payload_len) + " bytes, "
            + std::to_string(have) + " arrived";
-  return vet_resume_hello(expect, res.header, data + wire::header_size, res.header.payload_len,
-                          resumable, out);
+  header = res.header;
+  return {};
+}
+
+} // namespace
+
+std::string vet_resume_bytes(const handshake_expectations& expect, const uint8_t* data,
+                             std::size_t len, const std::vector<bool>& resumable,
+                             wire::hello& out) {
+  wire::frame_header h;
+  auto err = split_handshake(data, len, h);
+  if (!err.empty())
+    return err;
+  return vet_resume_hello(expect, h, data + wire::header_size, h.payload_len, resumable, out);
 }
 
 std::string vet_handshake_bytes(const handshake_expectations& expect, const uint8_t* data,
                                 std::size_t len, const std::vector<bool>& connected,
                                 wire::hello& out) {
-  auto res = wire::decode_header(data, len, max_handshake_payload);
-  if (res.status != wire::decode_status::ok)
-    return "malformed frame: " + res.reason;
-  std::size_t have = len - wire::header_size;
-  if (have < res.header.payload_len)
-    return "handshake payload of " + std::to_string(res.header.payload_len) + " bytes, "
-           + std::to_string(have) + " arrived";
-  return vet_hello(expect, res.header, data + wire::header_size, res.header.payload_len, connected,
-                   out);
+  wire::frame_header h;
+  auto err = split_handshake(data, len, h);
+  if (!err.empty())
+    return err;
+  return vet_hello(expect, h, data + wire::header_size, h.payload_len, connected, out);
 }
 
 } // namespace mccl::transport
