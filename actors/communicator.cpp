@@ -3,6 +3,7 @@
 #include "actors/inline_path.hpp"
 #include "actors/link_actor.hpp"
 #include "actors/messages.hpp"
+#include "actors/op_runner.hpp"
 #include "actors/progress_actor.hpp"
 #include "config/log.hpp"
 #include "reducers/reduce.hpp"
@@ -39,6 +40,9 @@ struct communicator::impl {
   std::shared_ptr<actors::comm_shared> shared;
   /// Small ops run on the caller's thread when nothing else is in flight.
   std::unique_ptr<actors::inline_path> inline_ops;
+  /// Larger ones run the same way on the op thread (op_runner.hpp); null
+  /// when MCCL_OP_THREAD_BYTES is 0 or there is no inline path.
+  std::shared_ptr<actors::op_runner> op_thread;
   /// Ops submitted to the progress actor and not yet completed.
   std::shared_ptr<std::atomic<int>> in_flight = std::make_shared<std::atomic<int>>(0);
   /// Orders submissions; held for the whole of an inline op, so ops from
@@ -60,6 +64,13 @@ struct communicator::impl {
     // An op running inline on another thread ends first (bounded by its
     // deadline); later submissions see `finalized`.
     std::lock_guard<std::mutex> no_submissions{submit_mutex};
+    if (op_thread) {
+      // As on the actor path, finalizing with ops in flight aborts them:
+      // queued ones never start, a running one ends within 100 ms.
+      op_thread->stop("the communicator was finalized", [this] {
+        shared->close("rank " + std::to_string(rank) + " finalized the communicator with ops in flight");
+      });
+    }
     if (progress) {
       caf::scoped_actor self{*rt->system};
       self->request(progress, std::chrono::seconds(3), actors::shutdown_atom::value)
@@ -212,12 +223,24 @@ struct communicator::impl {
     std::lock_guard<std::mutex> guard{submit_mutex};
     if (finalized.load())
       reject(op, errc::finalized, "the communicator was finalized");
-    if (inline_ops && in_flight->load() == 0 && inline_ops->eligible(op) && inline_ops->try_run(op))
+    bool idle = in_flight->load() == 0 && !(op_thread && op_thread->busy());
+    if (inline_ops && idle && inline_ops->eligible(op, cfg.inline_bytes) && inline_ops->try_run(op, false))
       return w;
+    // Once the op thread has ops, every later op queues behind them: ops
+    // leave it in issue order.
+    if (op_thread && (op_thread->busy() || (idle && inline_ops->eligible(op, cfg.op_thread_bytes)))) {
+      op_thread->push(std::move(req));
+      return w;
+    }
+    to_actors(std::move(req));
+    return w;
+  }
+
+  /// Hands an op to the progress actor (the actor path).
+  void to_actors(std::shared_ptr<op_request> req) {
     in_flight->fetch_add(1);
     req->work->track(in_flight);
     caf::anon_send(progress, actors::submit_atom::value, std::move(req));
-    return w;
   }
 };
 
@@ -530,6 +553,17 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   }
   if (!conns.empty())
     p->inline_ops = std::make_unique<actors::inline_path>(std::move(ii));
+  if (p->inline_ops && p->inline_ops->usable() && cfg.op_thread_bytes > 0) {
+    // The communicator outlives its op thread: finalize() stops it.
+    auto* self = p.get();
+    p->op_thread = std::make_shared<actors::op_runner>(
+      o.rank,
+      [self](op_request& op, actors::op_runner::runner who) {
+        return self->in_flight->load() == 0 && self->inline_ops->eligible(op, self->cfg.op_thread_bytes)
+               && self->inline_ops->try_run(op, who == actors::op_runner::runner::op_thread);
+      },
+      [self](op_ptr op) { self->to_actors(std::move(op)); });
+  }
   p->links = links;
   // Sent from this thread before any submit, so the progress actor has its
   // links before the first op arrives (mailboxes keep per-sender order).

@@ -25,6 +25,10 @@ constexpr int max_iov = 32;
 /// Receive space per connection: a whole small op plus its header in one
 /// recv, and room for frames of the next op that may follow it.
 constexpr std::size_t min_in_capacity = 128 * 1024;
+/// A frame of the op with at least this much payload is read straight to
+/// where it goes (see inline_channel::direct) instead of through `in`: one
+/// copy of every byte less. Smaller frames share one recv through `in`.
+constexpr std::size_t direct_read_min = 32 * 1024;
 /// Longest single poll(2), so an abort from another thread is noticed soon.
 constexpr auto poll_slice = std::chrono::milliseconds(100);
 
@@ -63,6 +67,20 @@ struct inline_channel {
   bool departed = false;
   bool aborted = false; ///< the peer's ABORT came: nothing more to read here
   bool lost = false;    ///< the connection failed without BYE or ABORT
+
+  /// A large frame of this op whose payload is read straight to its
+  /// destination: the caller's buffer when the algorithm marked the spot
+  /// for receive in place (collectives/landing.hpp), else pooled memory the
+  /// chunk is delivered in. While it is active `in` is empty: the rest of
+  /// the payload is the next thing on the socket.
+  struct direct_read {
+    bool active = false;
+    wire::frame_header header;
+    uint8_t raw_header[wire::header_size] = {};
+    uint8_t* dst = nullptr;
+    std::shared_ptr<uint8_t> buffer; ///< set when dst is pooled, not landed
+    std::size_t got = 0;             ///< payload bytes at dst so far
+  } direct;
 };
 
 namespace {
@@ -76,6 +94,9 @@ public:
     for (auto* c : by_peer_)
       if (c)
         channels_.push_back(c);
+    // Receive in place as the links do; one thread reads and runs the
+    // algorithm here, so the map's lock is never contended.
+    landing_ = std::make_shared<landing_map>(this->args().op.signature(this->args().world));
   }
 
   void run(clock::time_point deadline) {
@@ -230,13 +251,24 @@ private:
   bool read(inline_channel& c) {
     bool moved = false;
     while (!c.departed && !c.aborted && !c.lost) {
-      consume(c);
-      if (reported() || c.departed || c.aborted)
-        return moved;
-      make_room(c);
-      auto r = c.link->conn->read_some(c.in.data() + c.in_end, c.in.size() - c.in_end);
+      auto& d = c.direct;
+      if (!d.active) {
+        consume(c);
+        if (reported() || c.departed || c.aborted)
+          return moved;
+        if (!begin_direct(c))
+          make_room(c);
+      }
+      auto r = d.active ? c.link->conn->read_some(d.dst + d.got, d.header.payload_len - d.got)
+                        : c.link->conn->read_some(c.in.data() + c.in_end, c.in.size() - c.in_end);
       if (r.bytes > 0) {
-        c.in_end += r.bytes;
+        if (d.active) {
+          d.got += r.bytes;
+          if (d.got == d.header.payload_len)
+            finish_direct(c);
+        } else {
+          c.in_end += r.bytes;
+        }
         c.last_rx = clock::now();
         moved = true;
         continue;
@@ -247,6 +279,57 @@ private:
       return moved;
     }
     return moved;
+  }
+
+  /// A data frame of the op this session runs.
+  bool is_ours(const wire::frame_header& h) const {
+    return h.kind == wire::frame_kind::data && !(h.flags & wire::flag_p2p) && h.comm_id == init_.comm_id
+           && h.seq == args().op.seq;
+  }
+
+  /// Where an incoming chunk of ours goes: its landing spot, or pooled
+  /// memory (returned in `buffer`).
+  uint8_t* destination(int peer, const wire::frame_header& h, std::shared_ptr<uint8_t>& buffer) {
+    if (auto* spot = landing_->claim(peer, h))
+      return spot;
+    buffer = init_.pool->acquire(h.payload_len);
+    return buffer.get();
+  }
+
+  /// When `in` holds the header and the start of a large frame of ours,
+  /// moves what is there to the frame's destination and reads the rest of
+  /// the payload straight there. consume() has taken every whole frame, so
+  /// a decodable header at the front starts an incomplete frame.
+  bool begin_direct(inline_channel& c) {
+    auto avail = c.in_end - c.in_begin;
+    if (avail < wire::header_size)
+      return false;
+    const uint8_t* p = c.in.data() + c.in_begin;
+    auto res = wire::decode_header(p, avail, init_.max_payload);
+    if (res.status != wire::decode_status::ok)
+      return false;
+    const auto& h = res.header;
+    if (!is_ours(h) || (h.flags & wire::flag_crc) || h.payload_len < direct_read_min
+        || avail >= wire::header_size + h.payload_len)
+      return false;
+    auto& d = c.direct;
+    d.header = h;
+    std::memcpy(d.raw_header, p, wire::header_size);
+    d.dst = destination(c.peer, h, d.buffer);
+    d.got = avail - wire::header_size;
+    std::memcpy(d.dst, p + wire::header_size, d.got);
+    d.active = true;
+    c.in_begin = c.in_end = 0;
+    return true;
+  }
+
+  void finish_direct(inline_channel& c) {
+    auto& d = c.direct;
+    rx_chunk chunk{c.peer, d.header, std::move(d.buffer)};
+    if (!chunk.buffer)
+      chunk.landed = d.dst;
+    d = inline_channel::direct_read{};
+    deliver(chunk);
   }
 
   /// Stops using a failed connection; run() fails the op after the grace
@@ -298,8 +381,7 @@ private:
       if (avail < total)
         return;
       const uint8_t* payload = p + wire::header_size;
-      bool ours = h.kind == wire::frame_kind::data && !(h.flags & wire::flag_p2p)
-                  && h.comm_id == init_.comm_id && h.seq == args().op.seq;
+      bool ours = is_ours(h);
       if (h.kind == wire::frame_kind::data && (h.flags & wire::flag_crc)) {
         c.poke = true; // left unconsumed: the link refuses it too
         return fail(errc::invalid_config,
@@ -310,8 +392,10 @@ private:
       if (ours) {
         rx_chunk chunk{c.peer, h, nullptr};
         if (h.payload_len > 0) {
-          chunk.buffer = init_.pool->acquire(h.payload_len);
-          std::memcpy(chunk.buffer.get(), payload, h.payload_len);
+          auto* dst = destination(c.peer, h, chunk.buffer);
+          std::memcpy(dst, payload, h.payload_len);
+          if (!chunk.buffer)
+            chunk.landed = dst;
         }
         c.in_begin += total;
         deliver(chunk);
@@ -394,13 +478,13 @@ inline_path::inline_path(inline_init init) : init_(std::move(init)) {
 
 inline_path::~inline_path() = default;
 
-bool inline_path::eligible(const op_request& op) const {
-  return usable_ && init_.cfg.inline_bytes > 0 && init_.world > 1 && op.kind != op_kind::send
-         && op.kind != op_kind::recv && op.selection_bytes(init_.world) <= init_.cfg.inline_bytes
+bool inline_path::eligible(const op_request& op, std::size_t max_bytes) const {
+  return usable_ && max_bytes > 0 && init_.world > 1 && op.kind != op_kind::send
+         && op.kind != op_kind::recv && op.selection_bytes(init_.world) <= max_bytes
          && !init_.shared->closed.load();
 }
 
-bool inline_path::try_run(op_request& op) {
+bool inline_path::try_run(op_request& op, bool on_op_thread) {
   auto started = clock::now();
   // Borrow every connection or none.
   std::vector<inline_channel*> by_peer(init_.peers.size(), nullptr);
@@ -411,6 +495,15 @@ bool inline_path::try_run(op_request& op) {
       auto& lease = *c->link->lease;
       lease.last_rx = c->last_rx;
       lease.unread.assign(c->theirs.begin(), c->theirs.end());
+      if (c->direct.active) {
+        // The op ended inside a frame read straight to its destination:
+        // the link gets the frame's start back, the rest is still on the
+        // socket.
+        auto& d = c->direct;
+        lease.unread.insert(lease.unread.end(), d.raw_header, d.raw_header + wire::header_size);
+        lease.unread.insert(lease.unread.end(), d.dst, d.dst + d.got);
+        d = inline_channel::direct_read{};
+      }
       lease.unread.insert(lease.unread.end(), c->in.begin() + static_cast<std::ptrdiff_t>(c->in_begin),
                           c->in.begin() + static_cast<std::ptrdiff_t>(c->in_end));
       if (!c->out.empty() && c->out.front().written > 0) {
@@ -499,7 +592,8 @@ bool inline_path::try_run(op_request& op) {
   m.seq = op.seq;
   m.bytes = op.selection_bytes(init_.world);
   m.duration = clock::now() - started;
-  m.inline_run = true;
+  m.inline_run = !on_op_thread;
+  m.op_thread = on_op_thread;
   op.work->set_metrics(std::move(m));
   op.work->complete(code, std::move(message));
   return true;

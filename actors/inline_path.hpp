@@ -63,14 +63,20 @@ public:
   explicit inline_path(inline_init init);
   ~inline_path();
 
-  /// Whether `op` may run inline at all (kind, size, communicator state).
-  /// The caller also makes sure no other op of the communicator is in flight.
-  bool eligible(const op_request& op) const;
+  /// Whether `op` may run inline at all (kind, size up to `max_bytes`,
+  /// communicator state). The caller also makes sure no other op of the
+  /// communicator is in flight.
+  bool eligible(const op_request& op, std::size_t max_bytes) const;
+
+  /// Every connection can be lent (none is simulated or decorated beyond
+  /// polling).
+  bool usable() const noexcept { return usable_; }
 
   /// Runs `op` inline if every link can be borrowed now: numbers it,
   /// completes op.work (with its error on failure) and returns true. Returns
-  /// false, having done nothing, when a link is busy.
-  bool try_run(op_request& op);
+  /// false, having done nothing, when a link is busy. `on_op_thread`: the
+  /// communicator's op thread runs it, not the caller (op_runner.hpp).
+  bool try_run(op_request& op, bool on_op_thread);
 
 private:
   inline_init init_;

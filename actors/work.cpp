@@ -42,6 +42,23 @@ bool work_state::wait_for(std::chrono::nanoseconds timeout) {
   return cv_.wait_for(lock, timeout, [this] { return done(); });
 }
 
+void work_state::set_wait_helper(std::function<void()> helper) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  wait_helper_ = std::move(helper);
+}
+
+void work_state::run_wait_helper() {
+  std::function<void()> helper;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    if (done_.load(std::memory_order_relaxed))
+      return;
+    helper.swap(wait_helper_);
+  }
+  if (helper)
+    helper();
+}
+
 std::optional<error> work_state::failure() const {
   std::lock_guard<std::mutex> guard{mutex_};
   if (!done() || code_ == errc::none)
@@ -75,6 +92,7 @@ op_metrics work::metrics() const { return state_ ? state_->metrics() : op_metric
 void work::wait() const {
   if (!state_)
     throw error(errc::invalid_argument, "wait() on an empty work handle");
+  state_->run_wait_helper();
   if (!state_->wait_for(state_->wait_bound()))
     throw error(errc::internal, "op did not finish within its deadline plus 10 s although the "
                                 "watchdog should have failed it; please report this");

@@ -28,8 +28,11 @@ struct op_metrics {
   /// completion.
   std::chrono::nanoseconds duration{0};
   /// True when the op ran inline on the thread that issued it
-  /// (MCCL_INLINE_BYTES), false when mccl's actors ran it.
+  /// (MCCL_INLINE_BYTES, or a caller that waited for an op queued on the op
+  /// thread); false when the op thread or mccl's actors ran it.
   bool inline_run = false;
+  /// True when the communicator's op thread ran it (MCCL_OP_THREAD_BYTES).
+  bool op_thread = false;
 };
 
 /// Shared between the caller's handle and the progress actor that completes it.
@@ -45,6 +48,11 @@ public:
   bool wait_for(std::chrono::nanoseconds timeout);
   std::optional<error> failure() const;
   void add_callback(std::function<void()> cb);
+  /// Run once by the first untimed wait() that finds the op not done yet,
+  /// on the waiting thread (the op thread, op_runner.hpp, lets the caller
+  /// run a queued op itself rather than sleep until it is done).
+  void set_wait_helper(std::function<void()> helper);
+  void run_wait_helper();
   /// Set by the runtime before complete().
   void set_metrics(op_metrics m);
   /// Counts the op in `in_flight` (the caller has incremented it) until it
@@ -64,6 +72,7 @@ private:
   errc code_ = errc::none;
   std::string message_;
   std::vector<std::function<void()>> callbacks_;
+  std::function<void()> wait_helper_;
   op_metrics metrics_;
   std::chrono::milliseconds bound_;
   std::shared_ptr<std::atomic<int>> in_flight_;

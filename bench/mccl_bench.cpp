@@ -683,7 +683,8 @@ int main(int argc, char** argv) {
       std::vector<double> times;
       int bad = 0;
       std::string algorithm;
-      int inline_runs = 0; // iterations this rank ran on its own thread
+      int inline_runs = 0;    // iterations this rank ran on its own thread
+      int op_thread_runs = 0; // ... on its communicator's op thread
       // One iteration: the time from starting the op to its completion on
       // this rank, in microseconds.
       auto once = [&]() -> double {
@@ -702,6 +703,7 @@ int main(int argc, char** argv) {
         if (l.first.valid()) {
           algorithm = l.first.metrics().algorithm;
           inline_runs += l.first.metrics().inline_run ? 1 : 0;
+          op_thread_runs += l.first.metrics().op_thread ? 1 : 0;
         }
         if (opt.check && !p.expected.empty()
             && std::memcmp(buf.data() + p.check_offset, p.expected.data(), p.expected.size()) != 0)
@@ -710,7 +712,7 @@ int main(int argc, char** argv) {
       };
       for (int it = 0; it < warmup; ++it)
         once();
-      inline_runs = 0;
+      inline_runs = op_thread_runs = 0;
       if (opt.seconds > 0) {
         // Rank 0 decides before each iteration whether the budget allows
         // another and tells every rank, so all run the same count.
@@ -741,14 +743,22 @@ int main(int argc, char** argv) {
         double algbw = p50 > 0 ? static_cast<double>(p.bytes) / (p50 * 1e-6) / 1e9 : 0.0;
         double busbw = algbw * bus_factor(opt.op, world);
         bool checked = opt.check && data_op;
-        // Share of rank 0's timed iterations that ran inline (the rest ran
-        // on mccl's actors, e.g. because a peer ran ahead).
-        int inline_pct = times.empty() ? 0 : static_cast<int>(100.0 * inline_runs / static_cast<double>(times.size()) + 0.5);
+        // Shares of rank 0's timed iterations that ran inline on the
+        // caller's thread and on the op thread (the rest ran on mccl's
+        // actors, e.g. because a peer ran ahead).
+        auto pct = [&](int n) {
+          return times.empty() ? 0 : static_cast<int>(100.0 * n / static_cast<double>(times.size()) + 0.5);
+        };
+        int inline_pct = pct(inline_runs), op_thread_pct = pct(op_thread_runs);
+        std::string where;
+        if (inline_pct > 0)
+          where += "inline " + std::to_string(inline_pct) + "%";
+        if (op_thread_pct > 0)
+          where += (where.empty() ? "" : ", ") + std::string("op thread ") + std::to_string(op_thread_pct) + "%";
         if (table) {
           std::printf("  %12zu %12zu %10.1f %10.1f %12.3f %12.3f %6s  %s%s\n", p.bytes, p.total_count,
                       p50, p99, algbw, busbw, !checked ? "-" : bad ? "WRONG" : "ok",
-                      algorithm.c_str(),
-                      inline_pct > 0 ? (" (inline " + std::to_string(inline_pct) + "%)").c_str() : "");
+                      algorithm.c_str(), where.empty() ? "" : (" (" + where + ")").c_str());
           std::fflush(stdout);
         }
         if (json_out != nullptr) {
@@ -768,6 +778,7 @@ int main(int argc, char** argv) {
           j["check"] = !checked ? "skipped" : bad ? "WRONG" : "ok";
           j["algorithm"] = algorithm;
           j["inline_pct"] = inline_pct;
+          j["op_thread_pct"] = op_thread_pct;
           std::fprintf(json_out, "%s\n", j.dump().c_str());
           std::fflush(json_out);
         }

@@ -293,11 +293,17 @@ const setting_def setting_table[] = {
    [](config& cfg, const std::string& text) {
      cfg.small_msg_threshold = parse_bytes(text, 0, 16 * mib);
    }},
-  {"MCCL_INLINE_BYTES", "64K", "a byte size between 0 and 16M (suffixes K, M, G; e.g. 64K)",
+  {"MCCL_INLINE_BYTES", "64K", "a byte size between 0 and 4G (suffixes K, M, G; e.g. 64K)",
    "Collectives of up to this many bytes run on the calling thread when nothing else is in "
    "flight (the call returns once the op is done); 0: every op runs on mccl's threads.",
    [](config& cfg, const std::string& text) {
-     cfg.inline_bytes = parse_bytes(text, 0, 16 * mib);
+     cfg.inline_bytes = parse_bytes(text, 0, std::size_t{4} << 30);
+   }},
+  {"MCCL_OP_THREAD_BYTES", "4G", "a byte size between 0 and 4G (suffixes K, M, G; e.g. 16M)",
+   "Larger collectives of up to this many bytes run on the communicator's op thread when nothing "
+   "else is in flight on the actor path (the call returns at once); 0: they run on the actors.",
+   [](config& cfg, const std::string& text) {
+     cfg.op_thread_bytes = parse_bytes(text, 0, std::size_t{4} << 30);
    }},
   {"MCCL_ALGO", "",
    "rules op=algorithm[:range][,...] separated by ';', a range being [size]-[size] "
@@ -643,6 +649,7 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_CHUNK_BYTES") return format_byte_size(cfg.chunk_bytes);
     if (name == "MCCL_SMALL_MSG_THRESHOLD") return format_byte_size(cfg.small_msg_threshold);
     if (name == "MCCL_INLINE_BYTES") return format_byte_size(cfg.inline_bytes);
+    if (name == "MCCL_OP_THREAD_BYTES") return format_byte_size(cfg.op_thread_bytes);
     if (name == "MCCL_ALGO")
       return cfg.algo.empty() ? "(built-in table)" : quoted(describe(cfg.algo));
     if (name == "MCCL_TRANSPORT_CRC") return cfg.transport_crc ? "1" : "0";

@@ -85,6 +85,7 @@ struct config {
   /// Ops of at most this many bytes take the latency path.
   std::size_t small_msg_threshold = std::size_t{64} << 10;
   std::size_t inline_bytes = std::size_t{64} << 10; ///< MCCL_INLINE_BYTES (0: off)
+  std::size_t op_thread_bytes = std::size_t{4} << 30; ///< MCCL_OP_THREAD_BYTES (0: off)
   /// Per-op algorithm choice by message size; empty = the built-in table.
   /// Algorithm names are not checked here: they are registered at run time.
   algo_spec algo;

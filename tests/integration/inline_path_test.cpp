@@ -20,15 +20,24 @@ using mccl_test::run_ranks;
 
 namespace {
 
-mccl::config_overrides settings() {
+/// Larger ops on the op thread (its own tests: op_thread_test.cpp).
+mccl::config_overrides with_op_thread() {
   mccl::config_overrides o;
   o.set("MCCL_CONNECT_TIMEOUT_MS", 10000);
+  return o;
+}
+
+/// Larger ops on the actors, so these tests see the two paths side by side.
+mccl::config_overrides settings() {
+  auto o = with_op_thread();
+  o.set("MCCL_OP_THREAD_BYTES", 0);
   return o;
 }
 
 mccl::config_overrides actors_only() {
   auto o = settings();
   o.set("MCCL_INLINE_BYTES", 0);
+  o.set("MCCL_OP_THREAD_BYTES", 0);
   return o;
 }
 
@@ -52,7 +61,9 @@ float expected_sum(int world, int iteration, std::size_t k) {
 
 TEST(InlinePath, SmallOpsRunOnTheCallingThreadWhenNothingElseIsInFlight) {
   mccl::runtime rt;
-  run_ranks(rt, 2, settings(), [](mccl::communicator& comm) {
+  auto o = settings();
+  o.set("MCCL_INLINE_BYTES", "64K");
+  run_ranks(rt, 2, o, [](mccl::communicator& comm) {
     std::vector<float> small(16, 1.0f), large(1 << 20, 1.0f);
     // A peer that runs ahead may leave the next op's chunks with our link
     // (that op then takes the actor path), so not every op runs inline.
@@ -69,7 +80,7 @@ TEST(InlinePath, SmallOpsRunOnTheCallingThreadWhenNothingElseIsInFlight) {
     }
     EXPECT_GT(inline_runs, 0);
 
-    // Above MCCL_INLINE_BYTES (64K by default): the actors run it.
+    // Above MCCL_INLINE_BYTES (64K here): the actors run it.
     auto big = comm.allreduce(large.data(), large.size());
     big.wait();
     EXPECT_FALSE(big.metrics().inline_run);
@@ -135,6 +146,73 @@ TEST(InlinePath, InteroperatesWithPeersOnTheActorPath) {
               if (r != 1)
                 EXPECT_TRUE(inline_seen);
             });
+}
+
+TEST(InlinePath, LargeOpsReadTheirPayloadsStraightToWhereTheyGo) {
+  // Frames of 32 KiB and more are read straight into the caller's buffer
+  // (broadcast, allgather: receive in place) or into pooled memory
+  // (allreduce), not through the connection's receive buffer. Odd sizes, so
+  // a frame rarely ends where a read does; rank 2 runs everything on the
+  // actor path, so both paths' frames meet.
+  mccl::runtime rt;
+  constexpr int world = 3;
+  run_ranks(rt, world, [](int r) { return r == 2 ? actors_only() : with_op_thread(); },
+            [](mccl::communicator& comm) {
+              int r = comm.rank();
+              int inline_runs = 0;
+              for (int i = 0; i < 6; ++i) {
+                std::size_t n = 700001 + static_cast<std::size_t>(i) * 99991;
+                auto v = contribution(r, i, n);
+                auto w = comm.allreduce(v.data(), n);
+                w.wait();
+                inline_runs += w.metrics().inline_run || w.metrics().op_thread;
+                for (std::size_t k = 0; k < n; ++k)
+                  ASSERT_EQ(v[k], expected_sum(world, i, k)) << "iteration " << i << " element " << k;
+
+                int root = i % world;
+                std::vector<uint8_t> b(3 * 1048576 + 5 + static_cast<std::size_t>(i));
+                for (std::size_t k = 0; k < b.size(); ++k)
+                  b[k] = r == root ? static_cast<uint8_t>(k * 31 + static_cast<std::size_t>(i)) : 0;
+                comm.broadcast(b.data(), b.size(), mccl::dtype::uint8, root).wait();
+                for (std::size_t k = 0; k < b.size(); ++k)
+                  ASSERT_EQ(b[k], static_cast<uint8_t>(k * 31 + static_cast<std::size_t>(i)))
+                    << "iteration " << i << " byte " << k;
+
+                std::size_t m = 200003;
+                std::vector<int32_t> mine(m), all(m * world, -1);
+                for (std::size_t k = 0; k < m; ++k)
+                  mine[k] = r * 1000000 + static_cast<int32_t>(k) + i;
+                comm.allgather(mine.data(), all.data(), m, mccl::dtype::int32).wait();
+                for (int p = 0; p < world; ++p)
+                  for (std::size_t k = 0; k < m; ++k)
+                    ASSERT_EQ(all[static_cast<std::size_t>(p) * m + k], p * 1000000 + static_cast<int32_t>(k) + i)
+                      << "iteration " << i << " rank " << p << " element " << k;
+              }
+              if (r != 2)
+                EXPECT_GT(inline_runs, 0);
+            });
+}
+
+TEST(InlinePath, LargeFramesOfTheNextOpWaitForIt) {
+  // A rank that runs ahead sends the next (large) op's frames while its
+  // peer still reads the current one: those frames wait for their op, and
+  // each op gets exactly its own bytes.
+  mccl::runtime rt;
+  run_ranks(rt, 2, with_op_thread(), [](mccl::communicator& comm) {
+    int r = comm.rank();
+    for (int i = 0; i < 40; ++i) {
+      auto a = contribution(r, i, 100000 + static_cast<std::size_t>(i));
+      auto b = contribution(r, i + 1000, 300007);
+      auto wa = comm.allreduce(a.data(), a.size());
+      auto wb = comm.allreduce(b.data(), b.size());
+      wa.wait();
+      wb.wait();
+      for (std::size_t k = 0; k < a.size(); k += 7)
+        ASSERT_EQ(a[k], expected_sum(2, i, k)) << "iteration " << i << " element " << k;
+      for (std::size_t k = 0; k < b.size(); k += 7)
+        ASSERT_EQ(b[k], expected_sum(2, i + 1000, k)) << "iteration " << i << " element " << k;
+    }
+  });
 }
 
 TEST(InlinePath, AsyncAndInlineOpsAlternateWithoutMixingFrames) {

@@ -16,7 +16,8 @@ import subprocess
 import sys
 
 KEYS = ["library", "variant", "op", "dtype", "redop", "ranks", "bytes", "count", "p50_us",
-        "p99_us", "algbw_gbs", "busbw_gbs", "check", "algorithm", "inline_pct"]
+        "p99_us", "algbw_gbs", "busbw_gbs", "check", "algorithm", "inline_pct",
+        "op_thread_pct"]
 PREFIX = re.compile(r"^\[(\d+)\] ?(.*)$")
 
 
@@ -66,8 +67,11 @@ def main():
                 fail(f"{key} is not a number: {text}", out)
         if not row["algorithm"]:
             fail(f"no algorithm: {text}", out)
-        if not isinstance(row["inline_pct"], int) or not 0 <= row["inline_pct"] <= 100:
-            fail(f"inline_pct is not a percentage: {text}", out)
+        for key in ("inline_pct", "op_thread_pct"):
+            if not isinstance(row[key], int) or not 0 <= row[key] <= 100:
+                fail(f"{key} is not a percentage: {text}", out)
+        if row["inline_pct"] + row["op_thread_pct"] > 100:
+            fail(f"inline_pct + op_thread_pct above 100: {text}", out)
         rows.append(row)
     if len(rows) != expected_rows:
         fail(f"{len(rows)} JSON lines, expected {expected_rows}", out)

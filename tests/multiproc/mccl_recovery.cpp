@@ -10,8 +10,8 @@
 //                                      errc::desync
 //   mccl_recovery soak OPS SEED        OPS random collectives (op, size,
 //                                      1-4 in flight at once), every element
-//                                      checked; prints RSS after a quarter
-//                                      and at the end
+//                                      checked; prints RSS half way and
+//                                      at the end
 //
 // Exit status: 0 passed, 1 a check failed, 2 usage.
 
@@ -163,7 +163,7 @@ std::size_t check(mccl::communicator& comm, soak_op& op, long index) {
 int run_soak(mccl::communicator& comm, long ops, uint64_t seed) {
   // Every rank draws the same sequence, so all issue the same ops.
   std::mt19937_64 rng(seed);
-  long done = 0, rss_quarter = 0;
+  long done = 0, rss_half = 0;
   std::size_t wrong = 0, elements = 0;
   while (done < ops) {
     int batch = static_cast<int>(1 + rng() % 4);
@@ -185,8 +185,8 @@ int run_soak(mccl::communicator& comm, long ops, uint64_t seed) {
       wrong += check(comm, *op, done);
       elements += op->count;
       ++done;
-      if (done == ops / 4)
-        rss_quarter = rss_kib();
+      if (done == ops / 2)
+        rss_half = rss_kib();
     }
     if (done == static_cast<long>(flight.size())) {
       // Tests cut the network after this: the first ops connected and ran.
@@ -194,8 +194,8 @@ int run_soak(mccl::communicator& comm, long ops, uint64_t seed) {
       std::fflush(stdout);
     }
   }
-  std::printf("rank %d: soak %ld ops, %zu elements, %zu wrong, rss after a quarter %ld KiB, at the end %ld KiB\n",
-              comm.rank(), done, elements, wrong, rss_quarter, rss_kib());
+  std::printf("rank %d: soak %ld ops, %zu elements, %zu wrong, rss after half %ld KiB, at the end %ld KiB\n",
+              comm.rank(), done, elements, wrong, rss_half, rss_kib());
   return wrong ? 1 : 0;
 }
 

@@ -12,7 +12,7 @@
   rank fails with a desync error.
 * Soak: random collectives (op, size, 1-4 in flight) on 3 ranks, every
   element checked, no hang (hard timeout), and resident memory flat between
-  a quarter of the way and the end. SOAK_OPS sets the count (default
+  half way and the end. SOAK_OPS sets the count (default
   10000, about 3 s here), SOAK_SEED the seed.
 
 Uses the Rank harness of faults_test.py. MCCL_CHECK and MCCL_RECOVERY name
@@ -36,9 +36,12 @@ MCCL_RECOVERY = os.path.abspath(
 OP_TIMEOUT_MS = 10000
 SOAK_OPS = int(os.environ.get("SOAK_OPS", "10000"))
 SOAK_SEED = int(os.environ.get("SOAK_SEED", "20261121"))
-# Growth of resident memory allowed from a quarter of the soak to its end:
-# pools and allocator caches settle early; a leak of even a few bytes per
-# op over thousands of ops of up to 1 MiB shows far above this.
+# Growth of resident memory allowed from half way through the soak to its
+# end. Pools, allocator caches and per-connection receive buffers grow to
+# the largest sizes seen, and the rare largest ops of the random mix come
+# late (40000 ops grew 1.4-3 MB after the first 10000, 10000 ops 7-15 MB
+# after the first 2500); a leak of even a few bytes per op over thousands of
+# ops of up to 1 MiB shows far above this.
 RSS_SLACK_KIB = 16 * 1024
 # tools/dev.sh sets ASAN_OPTIONS for the sanitized build's tests.
 UNDER_ASAN = "ASAN_OPTIONS" in os.environ
@@ -168,21 +171,21 @@ class RecoveryTest(unittest.TestCase):
                            {"MCCL_TIMEOUT_MS": "60000"})
         # Hard bound: generous for CI-sized runs, scaled for the full count.
         self.wait_all(ranks, 120 + SOAK_OPS * 0.05)
-        pattern = r"soak (\d+) ops, (\d+) elements, (\d+) wrong, rss after a quarter (\d+) KiB, at the end (\d+) KiB"
+        pattern = r"soak (\d+) ops, (\d+) elements, (\d+) wrong, rss after half (\d+) KiB, at the end (\d+) KiB"
         for r in ranks:
             self.assertEqual(r.returncode, 0, r.describe())
             found = r.find_line(pattern)
             self.assertIsNotNone(found, r.describe())
             print(f"  {found[1]}", file=sys.stderr, flush=True)
-            ops, _, wrong, quarter, end = map(int, re.search(pattern, found[1]).groups())
+            ops, _, wrong, half, end = map(int, re.search(pattern, found[1]).groups())
             self.assertEqual((ops, wrong), (SOAK_OPS, 0), r.describe())
             if UNDER_ASAN:
                 print("  RSS not compared: under AddressSanitizer, whose quarantine holds freed "
                       "memory (LeakSanitizer checks for leaks at exit instead)",
                       file=sys.stderr, flush=True)
                 continue
-            self.assertLessEqual(end - quarter, RSS_SLACK_KIB,
-                                 f"rank {r.rank}: RSS grew from {quarter} to {end} KiB")
+            self.assertLessEqual(end - half, RSS_SLACK_KIB,
+                                 f"rank {r.rank}: RSS grew from {half} to {end} KiB")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ int auto_worker_threads() {
 
 const std::vector<std::string> expected_names = {
   "MCCL_TRANSPORT",      "MCCL_LOG_LEVEL",     "MCCL_LISTEN_ADDR",  "MCCL_IFNAME",
-  "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_ALGO",
+  "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_OP_THREAD_BYTES", "MCCL_ALGO",
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
   "MCCL_HEARTBEAT_MS",   "MCCL_HEARTBEAT_MISSES", "MCCL_RECONNECT_MS", "MCCL_CRC_RETRIES", "MCCL_FAULTS",
   "MCCL_FAULTS_REPORT",  "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
@@ -269,6 +269,8 @@ TEST(ConfigEnv, SmallMsgThreshold) {
 
 TEST(ConfigEnv, InlineBytes) {
   EXPECT_EQ(resolve_env({}).inline_bytes, 64u << 10);
+  EXPECT_EQ(resolve_env({}).op_thread_bytes, std::size_t{4} << 30);
+  EXPECT_EQ(resolve_env({{"MCCL_OP_THREAD_BYTES", "0"}}).op_thread_bytes, 0u);
   EXPECT_EQ(resolve_env({{"MCCL_INLINE_BYTES", "0"}}).inline_bytes, 0u);
   EXPECT_EQ(resolve_env({{"MCCL_INLINE_BYTES", "1M"}}).inline_bytes, 1u << 20);
 }
@@ -357,7 +359,7 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_HEARTBEAT_MISSES", "4"},     {"MCCL_CRC_RETRIES", "6"},
     {"MCCL_RECONNECT_MS", "2000"},
     {"MCCL_FAULTS", "/tmp/f.json"},     {"MCCL_FAULTS_REPORT", "/tmp/r"},
-    {"MCCL_SOCKETS_PER_PEER", "3"},
+    {"MCCL_SOCKETS_PER_PEER", "3"},     {"MCCL_OP_THREAD_BYTES", "32M"},
   };
   auto cfg = resolve_env(env);
   EXPECT_EQ(cfg.heartbeat_misses, 4);
@@ -374,6 +376,7 @@ TEST(ConfigEnv, AllAtOnce) {
   EXPECT_EQ(cfg.chunk_bytes, 256u << 10);
   EXPECT_EQ(cfg.small_msg_threshold, 8u << 10);
   EXPECT_EQ(cfg.inline_bytes, 4u << 10);
+  EXPECT_EQ(cfg.op_thread_bytes, 32u << 20);
   EXPECT_EQ(algo_for(cfg.algo, "broadcast", 1), "tree");
   EXPECT_TRUE(cfg.transport_crc);
   EXPECT_EQ(cfg.timeout, 5000ms);
@@ -442,8 +445,10 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_CHUNK_BYTES", ""},
   {"MCCL_CHUNK_BYTES", "-1M"},
   {"MCCL_CHUNK_BYTES", "99999999999999999999999G"},
-  {"MCCL_INLINE_BYTES", "17M"},
+  {"MCCL_INLINE_BYTES", "5G"},
   {"MCCL_INLINE_BYTES", "some"},
+  {"MCCL_OP_THREAD_BYTES", "5G"},
+  {"MCCL_OP_THREAD_BYTES", "-1"},
   {"MCCL_SMALL_MSG_THRESHOLD", "17M"},
   {"MCCL_SMALL_MSG_THRESHOLD", "-1"},
   {"MCCL_SMALL_MSG_THRESHOLD", "lots"},

@@ -1,0 +1,190 @@
+// The op thread (actors/op_runner.hpp): collectives above MCCL_INLINE_BYTES
+// run on a thread of the communicator. These tests check that the call
+// returns at once, that a timed wait keeps its bound, that ops keep their
+// issue order across the op thread, the caller and the actors, and that
+// finalize ends an op that cannot complete.
+
+#include "rank_threads.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+using mccl_test::run_ranks;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+mccl::config_overrides settings() {
+  mccl::config_overrides o;
+  o.set("MCCL_CONNECT_TIMEOUT_MS", 10000);
+  return o;
+}
+
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+/// rank r contributes r + 1 + (k % 5) + iteration at element k.
+std::vector<float> contribution(int rank, int iteration, std::size_t n) {
+  std::vector<float> v(n);
+  for (std::size_t k = 0; k < n; ++k)
+    v[k] = static_cast<float>(rank + 1 + static_cast<int>(k % 5) + iteration);
+  return v;
+}
+
+float expected_sum(int world, int iteration, std::size_t k) {
+  float s = 0;
+  for (int r = 0; r < world; ++r)
+    s += static_cast<float>(r + 1 + static_cast<int>(k % 5) + iteration);
+  return s;
+}
+
+} // namespace
+
+TEST(OpThread, LargeOpsReturnAtOnceAndRunOnTheOpThread) {
+  mccl::runtime rt;
+  run_ranks(rt, 2, settings(), [](mccl::communicator& comm) {
+    auto v = contribution(comm.rank(), 0, 1 << 20); // 4 MiB: above MCCL_INLINE_BYTES
+    if (comm.rank() == 1) {
+      std::this_thread::sleep_for(300ms); // rank 0's call must not wait for this
+      comm.allreduce(v.data(), v.size()).wait();
+    } else {
+      auto t0 = clock_type::now();
+      auto w = comm.allreduce(v.data(), v.size());
+      EXPECT_LT(ms_since(t0), 150.0) << "the call waited for the peer";
+      EXPECT_FALSE(w.test());
+      // A timed wait never runs the op itself: the op thread does.
+      EXPECT_TRUE(w.wait_for(10s));
+      EXPECT_TRUE(w.metrics().op_thread);
+      EXPECT_FALSE(w.metrics().inline_run);
+    }
+    for (std::size_t k = 0; k < v.size(); k += 101)
+      ASSERT_EQ(v[k], expected_sum(2, 0, k)) << "element " << k;
+  });
+}
+
+TEST(OpThread, TimedWaitReturnsOnTimeWhileThePeerIsLate) {
+  mccl::runtime rt;
+  run_ranks(rt, 2, settings(), [](mccl::communicator& comm) {
+    std::vector<float> v(1 << 19, 1.0f);
+    if (comm.rank() == 1) {
+      std::this_thread::sleep_for(1200ms);
+      comm.allreduce(v.data(), v.size()).wait();
+    } else {
+      auto w = comm.allreduce(v.data(), v.size());
+      auto t0 = clock_type::now();
+      EXPECT_FALSE(w.wait_for(200ms));
+      auto waited = ms_since(t0);
+      EXPECT_GE(waited, 190.0);
+      EXPECT_LT(waited, 700.0) << "wait_for(200 ms) took " << waited << " ms";
+      w.wait();
+    }
+    EXPECT_EQ(v[12345], 2.0f);
+  });
+}
+
+TEST(OpThread, OpsKeepTheirIssueOrderAcrossEveryPath) {
+  // Issued without waiting, sizes alternating between the inline path, the
+  // op thread and (while the op thread is busy) its queue; point-to-point
+  // messages go to the actors in between. Waited in reverse order, so the
+  // caller runs none of them itself until the last is done.
+  mccl::runtime rt;
+  constexpr int world = 3;
+  run_ranks(rt, world, settings(), [](mccl::communicator& comm) {
+    int r = comm.rank();
+    for (int round = 0; round < 5; ++round) {
+      std::vector<std::vector<float>> data;
+      std::vector<mccl::work> works;
+      for (int i = 0; i < 8; ++i) {
+        std::size_t n = i % 3 == 0 ? 16 : i % 3 == 1 ? 300001 : 70000;
+        data.push_back(contribution(r, round * 10 + i, n));
+      }
+      std::vector<int32_t> token(4, r * 100 + round), got(4, -1);
+      int next = (r + 1) % world, prev = (r + world - 1) % world;
+      for (std::size_t i = 0; i < data.size(); ++i) {
+        works.push_back(comm.allreduce(data[i].data(), data[i].size()));
+        if (i == 3) {
+          works.push_back(comm.send(token.data(), token.size(), next));
+          works.push_back(comm.recv(got.data(), got.size(), prev));
+        }
+      }
+      for (auto w = works.rbegin(); w != works.rend(); ++w)
+        w->wait();
+      uint64_t last_seq = 0;
+      bool first = true;
+      for (std::size_t i = 0; i < data.size(); ++i) {
+        auto& w = works[i < 4 ? i : i + 2];
+        if (!first)
+          EXPECT_EQ(w.metrics().seq, last_seq + 1) << "round " << round << " op " << i;
+        first = false;
+        last_seq = w.metrics().seq;
+        for (std::size_t k = 0; k < data[i].size(); k += 97)
+          ASSERT_EQ(data[i][k], expected_sum(world, round * 10 + static_cast<int>(i), k))
+            << "round " << round << " op " << i << " element " << k;
+      }
+      EXPECT_EQ(got[3], prev * 100 + round);
+    }
+  });
+}
+
+TEST(OpThread, WaitingCallerRunsQueuedOpsItself) {
+  // Issue-then-wait: the waiting caller takes the op (and any before it)
+  // from the op thread's queue when the op thread has not started it.
+  mccl::runtime rt;
+  run_ranks(rt, 2, settings(), [](mccl::communicator& comm) {
+    int by_caller = 0, by_thread = 0;
+    for (int i = 0; i < 60; ++i) {
+      auto v = contribution(comm.rank(), i, 100000);
+      auto w = comm.allreduce(v.data(), v.size());
+      w.wait();
+      by_caller += w.metrics().inline_run;
+      by_thread += w.metrics().op_thread;
+      ASSERT_EQ(v[99999], expected_sum(2, i, 99999)) << "iteration " << i;
+    }
+    // A peer that ran ahead may have left the next op's frames with a link,
+    // which then runs that op on the actors; most ops the caller runs.
+    EXPECT_GT(by_caller, 30) << by_thread << " ran on the op thread";
+  });
+}
+
+TEST(OpThread, CanBeTurnedOff) {
+  mccl::runtime rt;
+  auto o = settings();
+  o.set("MCCL_OP_THREAD_BYTES", 0);
+  run_ranks(rt, 2, o, [](mccl::communicator& comm) {
+    std::vector<float> v(1 << 18, 1.0f);
+    auto w = comm.allreduce(v.data(), v.size());
+    w.wait();
+    EXPECT_FALSE(w.metrics().op_thread);
+    EXPECT_FALSE(w.metrics().inline_run);
+    EXPECT_EQ(v[777], 2.0f);
+  });
+}
+
+TEST(OpThread, FinalizeEndsAnOpThatCannotCompletePromptly) {
+  mccl::runtime rt;
+  auto o = settings();
+  o.set("MCCL_TIMEOUT_MS", 30000);
+  run_ranks(rt, 2, o, [](mccl::communicator& comm) {
+    if (comm.rank() == 1) {
+      std::this_thread::sleep_for(1500ms); // never issues the op
+      return;
+    }
+    std::vector<float> v(1 << 18, 1.0f), w2(1 << 18, 1.0f);
+    auto running = comm.allreduce(v.data(), v.size());
+    auto queued = comm.allreduce(w2.data(), w2.size());
+    std::this_thread::sleep_for(100ms);
+    auto t0 = clock_type::now();
+    comm.finalize();
+    EXPECT_LT(ms_since(t0), 1000.0) << "finalize waited for the op";
+    ASSERT_TRUE(running.test());
+    ASSERT_TRUE(queued.test());
+    EXPECT_TRUE(running.failure());
+    ASSERT_TRUE(queued.failure());
+    EXPECT_EQ(queued.failure()->code(), mccl::errc::finalized) << queued.failure()->what();
+  });
+}
