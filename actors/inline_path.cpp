@@ -97,6 +97,7 @@ public:
     // Receive in place as the links do; one thread reads and runs the
     // algorithm here, so the map's lock is never contended.
     landing_ = std::make_shared<landing_map>(this->args().op.signature(this->args().world));
+    large_frames_ = this->args().op.selection_bytes(this->args().world) >= 4 * direct_read_min;
   }
 
   void run(clock::time_point deadline) {
@@ -260,7 +261,7 @@ private:
           make_room(c);
       }
       auto r = d.active ? c.link->conn->read_some(d.dst + d.got, d.header.payload_len - d.got)
-                        : c.link->conn->read_some(c.in.data() + c.in_end, c.in.size() - c.in_end);
+                        : c.link->conn->read_some(c.in.data() + c.in_end, read_limit(c));
       if (r.bytes > 0) {
         if (d.active) {
           d.got += r.bytes;
@@ -279,6 +280,19 @@ private:
       return moved;
     }
     return moved;
+  }
+
+  /// How much to read into `in`. While an op whose frames are mostly large
+  /// runs, only up to the end of the next header: its payload is then read
+  /// straight to its destination (begin_direct) instead of being copied
+  /// there from `in`. One more recv per frame saves a copy of up to
+  /// min_in_capacity bytes.
+  std::size_t read_limit(const inline_channel& c) const {
+    auto room = c.in.size() - c.in_end;
+    auto avail = c.in_end - c.in_begin;
+    if (!large_frames_ || avail >= wire::header_size)
+      return room;
+    return std::min(room, wire::header_size - avail);
   }
 
   /// A data frame of the op this session runs.
@@ -448,6 +462,7 @@ private:
   }
 
   const inline_init& init_;
+  bool large_frames_ = false; ///< the op's frames are mostly direct_read_min or more
   std::vector<inline_channel*> by_peer_;
   std::vector<inline_channel*> channels_;
   errc code_ = errc::none;
