@@ -14,4 +14,20 @@ cmake --build "$work/build" -j 2 > "$work/build.log" || { cat "$work/build.log";
 # A group of one (no RANK/WORLD_SIZE): the allreduce is a local no-op.
 env -u RANK -u WORLD_SIZE LD_LIBRARY_PATH="$work/prefix/lib" "$work/build/embed_example"
 test -x "$work/prefix/bin/mcclrun"
+# The PyTorch backend, when this build has it: importable from the prefix
+# alone, loading the installed libmccl (not the build tree's).
+if [[ -f "$build_dir/python/mccl/__init__.py" ]]; then
+  pkg=$(find "$work/prefix" -type d -path '*/dist-packages/mccl' | head -n 1)
+  [[ -n "$pkg" ]] || { echo "the Python package mccl was built but cmake --install left it out"; exit 1; }
+  env -u PYTHONPATH -u LD_LIBRARY_PATH /usr/bin/python3 - "$(dirname "$pkg")" "$work/prefix" <<'PY'
+import sys
+site, prefix = sys.argv[1], sys.argv[2]
+sys.path.insert(0, site)
+import mccl
+assert mccl.__file__.startswith(prefix), mccl.__file__
+libs = [l.split()[-1] for l in open("/proc/self/maps") if "libmccl.so" in l]
+assert libs and all(l.startswith(prefix) for l in libs), libs
+print("python package mccl imported from", site)
+PY
+fi
 echo "find_package(mccl) consumer built and ran"
