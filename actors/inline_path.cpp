@@ -534,7 +534,13 @@ bool inline_path::try_run(op_request& op, bool on_op_thread) {
       c->in_begin = c->in_end = 0;
       c->departed = false;
       c->aborted = false;
-      c->link->conn->resume_notifications();
+      // Readiness notifications stay off: re-arming them after every op
+      // woke the link (and the readiness thread) for the next op's frames
+      // whenever a peer ran ahead, which on a loaded machine cost more than
+      // the op. The link turns them on again when it takes the connection
+      // back (link_lease::quiet): when it gets work, on its heartbeat tick,
+      // or when poked here.
+      lease.quiet = true;
       if (lease.give_back() || c->poke)
         caf::anon_send(c->link->link, returned_atom::value);
       c->poke = false;

@@ -82,6 +82,9 @@ caf::behavior link_actor::make_behavior() {
       on_post_recv(tag, op_id, std::move(receiver));
     },
     [this](probe_atom, uint32_t tag) {
+      // Read what is waiting first: after an inline op the connection's
+      // notifications may be off (link_lease::quiet).
+      poll();
       // A message of `tag` that no posted receive has claimed yet.
       for (const auto& entry : unexpected_)
         if (entry.second.tag == tag)
@@ -394,6 +397,10 @@ bool link_actor::have_connection() {
   if (!init_.lease->reclaim())
     return false;
   offered_ = false;
+  if (init_.lease->quiet) {
+    init_.lease->quiet = false;
+    init_.conn->resume_notifications();
+  }
   // The inline path read (and watched) the peer while it had the connection.
   last_rx_ = std::max(last_rx_, init_.lease->last_rx);
   // What the inline path left: a frame it could not finish writing goes out

@@ -56,6 +56,11 @@ public:
   /// writing (its op failed): the next holder writes it first, so the
   /// stream stays well-formed.
   std::vector<uint8_t> unwritten;
+  /// The borrower left the connection's readiness notifications suspended;
+  /// the link resumes them when it takes the connection back. Until then
+  /// bytes that arrive wait in the socket for the next borrower, or for the
+  /// link's next tick (MCCL_HEARTBEAT_MS) or message.
+  bool quiet = false;
   /// When the borrower last read bytes from the peer: the link's heartbeat
   /// watch goes on from there.
   std::chrono::steady_clock::time_point last_rx{};
