@@ -22,6 +22,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 MCCLRUN = os.environ.get("MCCLRUN") or os.path.join(HERE, "..", "..", "tools", "mcclrun")
 SHIM = os.path.join(HERE, "local_ssh_shim.py")
+sys.path.insert(0, HERE)
+from netns_hosts import pid_alive  # noqa: E402
 PYTHON = sys.executable
 SSH = f"{shlex.quote(PYTHON)} {shlex.quote(SHIM)}"
 CALL_TIMEOUT = 60
@@ -174,7 +176,7 @@ class RemoteRunTest(unittest.TestCase):
             self.assertEqual(len(pids), 3)
             alive = pids
             while alive and time.monotonic() < deadline:
-                alive = [p for p in pids if process_alive(p)]
+                alive = [p for p in pids if pid_alive(p)]
                 time.sleep(0.1)
             for pid in alive:
                 os.kill(pid, signal.SIGKILL)
@@ -194,18 +196,6 @@ class RemoteRunTest(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("mcclrun: rank 0 on n1 (via", result.stderr)
         self.assertIn("mcclrun: rank 1 on n2 (via", result.stderr)
-
-
-def process_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 if __name__ == "__main__":

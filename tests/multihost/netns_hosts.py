@@ -70,13 +70,18 @@ def missing_requirements():
 
 
 def pid_alive(pid):
+    """Whether `pid` runs; a zombie (killed, not yet reaped) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def kill_namespace(name):

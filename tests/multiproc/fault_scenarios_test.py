@@ -34,7 +34,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from faults_test import MCCL_CHECK, STARTUP_TIMEOUT, Rank, free_port  # noqa: E402
+from faults_test import MCCL_CHECK, STARTUP_TIMEOUT, Rank, free_port, stop_ranks  # noqa: E402
 
 MCCLFAULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "mcclfaults")
 # Every run ends well within this; a rank still running then is a hang.
@@ -59,10 +59,7 @@ class ScenarioTest(unittest.TestCase):
         self.addCleanup(self.close_all)
 
     def close_all(self):
-        for r in self.ranks:
-            r.kill()  # SIGKILL also ends a stopped rank
-        for r in self.ranks:
-            r.close()
+        stop_ranks(self.ranks)
         self.ranks = []
 
     def scenario(self, name, faults, seed=1):

@@ -190,6 +190,16 @@ class Rank:
                 pass
 
 
+def stop_ranks(ranks):
+    """Kill every rank's process group first, then reap and drain each: the
+    ranks stop together rather than one at a time while the rest notice
+    their peers vanish. SIGKILL also ends a stopped (SIGSTOPped) rank."""
+    for r in ranks:
+        r.kill()
+    for r in ranks:
+        r.close()
+
+
 class FaultTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -201,12 +211,7 @@ class FaultTest(unittest.TestCase):
         self.addCleanup(self.close_all)
 
     def close_all(self):
-        # Kill every group first, then reap: the ranks stop together rather
-        # than one at a time while the rest notice their peers vanish.
-        for r in self.ranks:
-            r.kill()
-        for r in self.ranks:
-            r.close()
+        stop_ranks(self.ranks)
         self.ranks = []
 
     def start(self, world, mode_args, ranks=None, port=None, extra_env=None):

@@ -30,7 +30,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from faults_test import STARTUP_TIMEOUT, MCCL_CHECK, Rank  # noqa: E402
+from faults_test import STARTUP_TIMEOUT, MCCL_CHECK, Rank, stop_ranks  # noqa: E402
 from recovery_test import MCCL_RECOVERY  # noqa: E402
 
 PID = os.getpid()
@@ -75,10 +75,7 @@ class PartitionTest(unittest.TestCase):
             sh("ip", "-n", ns, "link", "set", "lo", "up")
 
     def close_ranks(self):
-        for r in self.ranks:
-            r.kill()
-        for r in self.ranks:
-            r.close()
+        stop_ranks(self.ranks)
 
     def remove_network(self):
         for ns in NS:
@@ -138,6 +135,27 @@ class PartitionTest(unittest.TestCase):
         self.assertGreater(resumed, 0, "the cut reset no connection:\n"
                            + "\n".join(r.describe() for r in ranks))
 
+    def expect_failure_after_cut(self, ranks, bound):
+        """The network was just cut: every rank must exit with status 3 (an
+        op failed) within `bound` seconds. Returns (rank, its "op failed"
+        line) for the caller's checks of what the error names."""
+        cut = time.monotonic()
+        for r in ranks:
+            self.assertTrue(r.wait_exit(max(0.0, cut + bound + 5 - time.monotonic())),
+                            f"rank {r.rank} still running {bound + 5:.0f} s into the cut:\n"
+                            + r.describe())
+        failures = []
+        for r in ranks:
+            took = r.exit_time - cut
+            line = r.find_line(r"op failed after")
+            print(f"  rank {r.rank} exited {r.returncode} {took:.2f} s after the cut: "
+                  f"{line[1] if line else '(no error line)'}", file=sys.stderr, flush=True)
+            self.assertEqual(r.returncode, 3, r.describe())
+            self.assertLessEqual(took, bound, r.describe())
+            self.assertIsNotNone(line, r.describe())
+            failures.append((r, line))
+        return failures
+
     def test_lasting_reset_cut_fails_after_the_reconnect_window_naming_the_peer(self):
         window_ms = 1500
         ranks = self.start(MCCL_CHECK, ["stress", "65536"],
@@ -146,19 +164,7 @@ class PartitionTest(unittest.TestCase):
             self.assertIsNotNone(r.wait_for_line(r"stress started", STARTUP_TIMEOUT), r.describe())
         time.sleep(0.3)
         self.reset_cut(True)
-        cut = time.monotonic()
-        bound = window_ms / 1000 + 5
-        for r in ranks:
-            self.assertTrue(r.wait_exit(max(0.0, cut + bound + 5 - time.monotonic())),
-                            f"rank {r.rank} still running {bound + 5:.0f} s into the cut:\n"
-                            + r.describe())
-        for r in ranks:
-            took = r.exit_time - cut
-            line = r.find_line(r"op failed after")
-            print(f"  rank {r.rank} exited {r.returncode} {took:.2f} s after the cut: "
-                  f"{line[1] if line else '(no error line)'}", file=sys.stderr, flush=True)
-            self.assertEqual(r.returncode, 3, r.describe())
-            self.assertLessEqual(took, bound, r.describe())
+        for r, _ in self.expect_failure_after_cut(ranks, window_ms / 1000 + 5):
             self.assertRegex(r.output("stderr"), rf"lost rank {1 - r.rank}\b.*not re-established within "
                              rf"MCCL_RECONNECT_MS={window_ms}", r.describe())
 
@@ -169,19 +175,7 @@ class PartitionTest(unittest.TestCase):
             self.assertIsNotNone(r.wait_for_line(r"stress started", STARTUP_TIMEOUT), r.describe())
         time.sleep(0.3)
         self.partition(True)
-        cut = time.monotonic()
-        bound = timeout_ms / 1000 + 5
-        for r in ranks:
-            self.assertTrue(r.wait_exit(max(0.0, cut + bound + 5 - time.monotonic())),
-                            f"rank {r.rank} still running {bound + 5:.0f} s into the partition:\n"
-                            + r.describe())
-        for r in ranks:
-            took = r.exit_time - cut
-            line = r.find_line(r"op failed after")
-            print(f"  rank {r.rank} exited {r.returncode} {took:.2f} s after the cut: "
-                  f"{line[1] if line else '(no error line)'}", file=sys.stderr, flush=True)
-            self.assertEqual(r.returncode, 3, r.describe())
-            self.assertLessEqual(took, bound, r.describe())
+        for r, line in self.expect_failure_after_cut(ranks, timeout_ms / 1000 + 5):
             self.assertRegex(line[1], rf"allreduce seq \d+ .*rank {1 - r.rank}\b", r.describe())
 
     def test_partition_healed_inside_the_deadline_completes(self):

@@ -27,7 +27,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from faults_test import STARTUP_TIMEOUT, MCCL_CHECK, Rank, free_port  # noqa: E402
+from faults_test import STARTUP_TIMEOUT, MCCL_CHECK, Rank, free_port, stop_ranks  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MCCL_RECOVERY = os.path.abspath(
@@ -59,14 +59,7 @@ class RecoveryTest(unittest.TestCase):
         self.addCleanup(self.close_all)
 
     def close_all(self):
-        for r in self.ranks:
-            try:
-                os.killpg(r.proc.pid, signal.SIGCONT)  # a stopped rank must be able to die
-            except ProcessLookupError:
-                pass
-            r.kill()
-        for r in self.ranks:
-            r.close()
+        stop_ranks(self.ranks)
         self.ranks = []
 
     def start(self, world, args, env=None, program=MCCL_RECOVERY):

@@ -24,7 +24,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from faults_test import MCCL_CHECK, STARTUP_TIMEOUT, Rank, free_port  # noqa: E402
+from faults_test import MCCL_CHECK, STARTUP_TIMEOUT, Rank, free_port, stop_ranks  # noqa: E402
 
 MAGIC, VERSION = 0x4C43434D, 2
 HELLO, REFUSE = 1, 3
@@ -111,10 +111,7 @@ class SecurityTest(unittest.TestCase):
         self.addCleanup(self.close_all)
 
     def close_all(self):
-        for r in self.ranks:
-            r.kill()
-        for r in self.ranks:
-            r.close()
+        stop_ranks(self.ranks)
 
     def test_strays_are_refused_and_the_job_is_unaffected(self):
         port = free_port()
