@@ -18,8 +18,8 @@
 #include "config/config.hpp"
 #include "config/error.hpp"
 #include "reducers/reduce.hpp"
-#include "transport/fault_scenario.hpp"
-#include "transport/store.hpp"
+#include "transport/fault/fault_scenario.hpp"
+#include "transport/store/store.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -7,11 +7,11 @@
 #include "actors/progress_actor.hpp"
 #include "config/log.hpp"
 #include "reducers/reduce.hpp"
-#include "transport/fault_connection.hpp"
-#include "transport/interfaces.hpp"
-#include "transport/socket_util.hpp"
-#include "transport/tcp_mesh.hpp"
-#include "transport/tcp_store.hpp"
+#include "transport/fault/fault_connection.hpp"
+#include "transport/tcp/interfaces.hpp"
+#include "transport/tcp/socket_util.hpp"
+#include "transport/tcp/tcp_mesh.hpp"
+#include "transport/store/tcp_store.hpp"
 
 #include <caf/all.hpp>
 

@@ -4,7 +4,7 @@
 
 #include "collectives/op_session.hpp"
 #include "collectives/registry.hpp"
-#include "transport/frame_queue.hpp"
+#include "transport/wire/frame_queue.hpp"
 
 #include <caf/send.hpp>
 

@@ -27,7 +27,7 @@
 #include "actors/progress_actor.hpp"
 #include "config/config.hpp"
 #include "transport/connection.hpp"
-#include "transport/fault_report.hpp"
+#include "transport/fault/fault_report.hpp"
 
 #include <caf/actor.hpp>
 

@@ -1,8 +1,8 @@
 #include "actors/link_actor.hpp"
 
 #include "config/log.hpp"
-#include "transport/crc32c.hpp"
-#include "transport/frame_queue.hpp"
+#include "transport/wire/crc32c.hpp"
+#include "transport/wire/frame_queue.hpp"
 
 #include <caf/all.hpp>
 

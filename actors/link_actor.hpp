@@ -24,7 +24,7 @@
 /// the link busy-polls its connection by sending itself poll_atom, so bytes,
 /// chunk messages and reductions stay on one CAF worker without thread
 /// hand-offs. After MCCL_SPIN_US without traffic it parks: the readiness
-/// monitor (transport/readiness.hpp) waits in the kernel and wakes it (ready_atom). An idle rank burns
+/// monitor (transport/tcp/readiness.hpp) waits in the kernel and wakes it (ready_atom). An idle rank burns
 /// no CPU. A parked link with nothing to do offers its connection to the
 /// inline path (link_lease.hpp) and takes it back before touching it again.
 
@@ -33,8 +33,8 @@
 #include "actors/link_lease.hpp"
 #include "actors/messages.hpp"
 #include "transport/connection.hpp"
-#include "transport/fault_report.hpp"
-#include "transport/tcp_mesh.hpp"
+#include "transport/fault/fault_report.hpp"
+#include "transport/tcp/tcp_mesh.hpp"
 
 #include <caf/event_based_actor.hpp>
 

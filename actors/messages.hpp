@@ -8,7 +8,7 @@
 #include "collectives/op.hpp"
 #include "config/error.hpp"
 #include "transport/connection.hpp"
-#include "transport/frame.hpp"
+#include "transport/wire/frame.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>

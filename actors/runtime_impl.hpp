@@ -3,7 +3,7 @@
 
 #include "actors/api.hpp"
 #include "actors/buffer_pool.hpp"
-#include "transport/reactor.hpp"
+#include "transport/tcp/reactor.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>

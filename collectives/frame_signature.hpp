@@ -5,7 +5,7 @@
 /// expects.
 
 #include "collectives/op.hpp"
-#include "transport/frame.hpp"
+#include "transport/wire/frame.hpp"
 
 namespace mccl {
 

@@ -4,7 +4,7 @@
 /// whatever init_method gloo would rendezvous through (file://, tcp://,
 /// env://), mccl's ranks publish their endpoints there too.
 
-#include "transport/store.hpp"
+#include "transport/store/store.hpp"
 #include "config/error.hpp"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>

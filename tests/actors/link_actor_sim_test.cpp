@@ -1,5 +1,5 @@
 // Two real link actors (actors/link_actor.hpp) over the simulated network
-// (transport/sim_network.hpp), run by CAF's deterministic test coordinator:
+// (transport/sim/sim_network.hpp), run by CAF's deterministic test coordinator:
 // nothing happens unless the test delivers bytes and runs the scheduler, so
 // every interleaving below is exactly the one written down.
 //
@@ -13,9 +13,9 @@
 #include "actors/buffer_pool.hpp"
 #include "actors/link_actor.hpp"
 #include "actors/messages.hpp"
-#include "transport/fault_connection.hpp"
-#include "transport/frame.hpp"
-#include "transport/sim_network.hpp"
+#include "transport/fault/fault_connection.hpp"
+#include "transport/wire/frame.hpp"
+#include "transport/sim/sim_network.hpp"
 
 #include <caf/all.hpp>
 

@@ -1,6 +1,6 @@
 #pragma once
 /// N ranks of mccl in one process, over the simulated network
-/// (transport/sim_network.hpp), run by CAF's deterministic test coordinator.
+/// (transport/sim/sim_network.hpp), run by CAF's deterministic test coordinator.
 ///
 /// Per rank: a watchdog actor, a progress actor and one link actor per peer
 /// over sim_network::mesh(N), wired as actors/communicator.cpp wires them
@@ -47,8 +47,8 @@
 #include "config/algo_spec.hpp"
 #include "config/config.hpp"
 #include "config/log.hpp"
-#include "transport/frame.hpp"
-#include "transport/sim_network.hpp"
+#include "transport/wire/frame.hpp"
+#include "transport/sim/sim_network.hpp"
 
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>

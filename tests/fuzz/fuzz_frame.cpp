@@ -1,9 +1,9 @@
-// libFuzzer target: the frame decoder (transport/frame.hpp) on arbitrary
+// libFuzzer target: the frame decoder (transport/wire/frame.hpp) on arbitrary
 // bytes. Besides "no crash, no sanitizer report" it checks the decoder's
 // promises: a header it accepts respects the payload bound and re-encodes to
 // the same bytes; payload decoders that accept something round-trip it; and
 // encode_text always yields what decode_text accepts.
-#include "transport/frame.hpp"
+#include "transport/wire/frame.hpp"
 
 #include <cstdlib>
 #include <cstring>

@@ -1,8 +1,8 @@
-// libFuzzer target: the acceptor's handshake check (transport/handshake.hpp)
+// libFuzzer target: the acceptor's handshake check (transport/wire/handshake.hpp)
 // on arbitrary bytes, as a stray connection would send them to rank 1 of a
 // world of 4 whose rank 3 is already connected. Anything accepted must be a
 // hello from rank 2 (the only rank that may still dial) with the job token.
-#include "transport/handshake.hpp"
+#include "transport/wire/handshake.hpp"
 
 #include <cstdlib>
 

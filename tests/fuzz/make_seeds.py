@@ -2,7 +2,7 @@
 """Writes the seed corpus of the fuzz targets (corpus/frame, corpus/handshake).
 
 The seeds are committed; rerun this only when the wire format changes. Each
-seed is a whole frame as a peer sends it: header (transport/frame.hpp
+seed is a whole frame as a peer sends it: header (transport/wire/frame.hpp
 layout, little-endian) then payload.
 """
 import os

@@ -28,7 +28,7 @@ from faults_test import MCCL_CHECK, STARTUP_TIMEOUT, Rank, free_port, stop_ranks
 
 MAGIC, VERSION = 0x4C43434D, 2
 HELLO, REFUSE = 1, 3
-HEADER = struct.Struct("<IBBHIIQIIIIQII")  # transport/frame.hpp, 56 bytes
+HEADER = struct.Struct("<IBBHIIQIIIIQII")  # transport/wire/frame.hpp, 56 bytes
 JOB_TIMEOUT = 120.0
 
 
@@ -53,7 +53,7 @@ def recv_exact(sock, n):
 
 
 class StoreClient:
-    """The rendezvous store's wire (transport/tcp_store.hpp), read side."""
+    """The rendezvous store's wire (transport/store/tcp_store.hpp), read side."""
 
     def __init__(self, port):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5.0)

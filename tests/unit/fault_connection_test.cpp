@@ -1,10 +1,10 @@
-// The fault-injecting connection decorator (transport/fault_connection.hpp)
+// The fault-injecting connection decorator (transport/fault/fault_connection.hpp)
 // over the simulated network: each fault kind does to the frame stream what
 // it says, the faults are recorded, and the same seed injects the same faults.
 
-#include "transport/fault_connection.hpp"
-#include "transport/frame_queue.hpp"
-#include "transport/sim_network.hpp"
+#include "transport/fault/fault_connection.hpp"
+#include "transport/wire/frame_queue.hpp"
+#include "transport/sim/sim_network.hpp"
 
 #include <gtest/gtest.h>
 

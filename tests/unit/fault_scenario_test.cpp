@@ -1,9 +1,9 @@
-// Fault scenarios (transport/fault_scenario.hpp): every key parses, and every
+// Fault scenarios (transport/fault/fault_scenario.hpp): every key parses, and every
 // malformed file is refused with a message naming the file, the fault, the
 // key and what is allowed. The files in examples/faults/ all parse.
 
 #include "config/error.hpp"
-#include "transport/fault_scenario.hpp"
+#include "transport/fault/fault_scenario.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "transport/frame.hpp"
+#include "transport/wire/frame.hpp"
 
 #include <atomic>
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // The acceptor's handshake check on whole frames, as a stray or a peer of
 // another job would send them: each bad handshake is refused with a reason
 // naming what was wrong, and only the expected peer gets in.
-#include "transport/handshake.hpp"
+#include "transport/wire/handshake.hpp"
 
 #include <gtest/gtest.h>
 

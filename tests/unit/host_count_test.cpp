@@ -3,8 +3,8 @@
 
 #include "collectives/registry.hpp"
 #include "config/config.hpp"
-#include "transport/store.hpp"
-#include "transport/tcp_mesh.hpp"
+#include "transport/store/store.hpp"
+#include "transport/tcp/tcp_mesh.hpp"
 
 #include <gtest/gtest.h>
 

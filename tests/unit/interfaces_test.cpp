@@ -2,7 +2,7 @@
 // over a made-up interface list, so the rules are checked whatever the test
 // machine's real interfaces are.
 #include "config/error.hpp"
-#include "transport/interfaces.hpp"
+#include "transport/tcp/interfaces.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// The simulated network (transport/sim_network.hpp): two-stage pipes whose
+// The simulated network (transport/sim/sim_network.hpp): two-stage pipes whose
 // delivery the test controls, close/reset semantics, capacity and partial
 // writes, and when notifications fire.
 
-#include "transport/sim_network.hpp"
+#include "transport/sim/sim_network.hpp"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // are dealt to stripes, partial reads and writes against small socket
 // buffers, a stripe failing mid-stream, and readiness following the stream.
 
-#include "transport/striped_connection.hpp"
+#include "transport/tcp/striped_connection.hpp"
 
 #include <gtest/gtest.h>
 

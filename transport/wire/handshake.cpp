@@ -1,4 +1,4 @@
-#include "transport/handshake.hpp"
+#include "transport/wire/handshake.hpp"
 
 namespace mccl::transport {
 

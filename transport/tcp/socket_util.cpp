@@ -1,4 +1,4 @@
-#include "transport/socket_util.hpp"
+#include "transport/tcp/socket_util.hpp"
 
 #include "config/error.hpp"
 

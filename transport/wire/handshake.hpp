@@ -8,7 +8,7 @@
 /// as its sender that has not connected yet. Everything else is refused with
 /// a reason that names the field (never the token's bytes).
 
-#include "transport/frame.hpp"
+#include "transport/wire/frame.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "transport/interfaces.hpp"
+#include "transport/tcp/interfaces.hpp"
 
 #include "config/error.hpp"
 

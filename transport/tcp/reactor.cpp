@@ -1,4 +1,4 @@
-#include "transport/reactor.hpp"
+#include "transport/tcp/reactor.hpp"
 
 #include "config/log.hpp"
 

@@ -1,4 +1,4 @@
-#include "transport/fault_scenario.hpp"
+#include "transport/fault/fault_scenario.hpp"
 
 #include "config/error.hpp"
 

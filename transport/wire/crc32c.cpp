@@ -1,4 +1,4 @@
-#include "transport/crc32c.hpp"
+#include "transport/wire/crc32c.hpp"
 
 #include <isa-l/crc.h>
 

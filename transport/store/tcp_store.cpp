@@ -1,8 +1,8 @@
-#include "transport/tcp_store.hpp"
+#include "transport/store/tcp_store.hpp"
 
 #include "config/error.hpp"
 #include "config/log.hpp"
-#include "transport/socket_util.hpp"
+#include "transport/tcp/socket_util.hpp"
 
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>

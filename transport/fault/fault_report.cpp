@@ -1,4 +1,4 @@
-#include "transport/fault_report.hpp"
+#include "transport/fault/fault_report.hpp"
 
 #include "config/log.hpp"
 

@@ -5,7 +5,7 @@
 /// runtime's readiness_monitor, not from an Asio reactor.
 
 #include "transport/connection.hpp"
-#include "transport/readiness.hpp"
+#include "transport/tcp/readiness.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 

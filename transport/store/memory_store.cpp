@@ -1,4 +1,4 @@
-#include "transport/store.hpp"
+#include "transport/store/store.hpp"
 
 #include "config/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "transport/tcp_connection.hpp"
+#include "transport/tcp/tcp_connection.hpp"
 
 #include <sys/socket.h>
 #include <unistd.h>

@@ -4,7 +4,7 @@
 /// bytes, a payload (`data`, `len`) and `written`: how much of header plus
 /// payload has left already.
 
-#include "transport/frame.hpp"
+#include "transport/wire/frame.hpp"
 
 #include <sys/uio.h>
 

@@ -6,7 +6,7 @@
 /// handlers (see actors/link_actor.hpp), the inline path from the caller's
 /// thread (actors/inline_path.hpp).
 
-#include "transport/readiness.hpp"
+#include "transport/tcp/readiness.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>

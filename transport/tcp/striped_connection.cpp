@@ -1,4 +1,4 @@
-#include "transport/striped_connection.hpp"
+#include "transport/tcp/striped_connection.hpp"
 
 #include "config/error.hpp"
 

@@ -19,9 +19,9 @@
 /// from the fault clock's thread (after_ms).
 
 #include "transport/connection.hpp"
-#include "transport/fault_report.hpp"
-#include "transport/fault_scenario.hpp"
-#include "transport/frame.hpp"
+#include "transport/fault/fault_report.hpp"
+#include "transport/fault/fault_scenario.hpp"
+#include "transport/wire/frame.hpp"
 
 #include <atomic>
 #include <chrono>

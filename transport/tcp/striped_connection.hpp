@@ -19,7 +19,7 @@
 /// A single socket needs none of this: one stripe is a tcp_connection.
 
 #include "transport/connection.hpp"
-#include "transport/readiness.hpp"
+#include "transport/tcp/readiness.hpp"
 
 #include <atomic>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "transport/readiness.hpp"
+#include "transport/tcp/readiness.hpp"
 
 #include "config/error.hpp"
 #include "config/log.hpp"

@@ -16,10 +16,10 @@
 /// bounded by connect_timeout as a whole.
 
 #include "transport/connection.hpp"
-#include "transport/store.hpp"
+#include "transport/store/store.hpp"
 
-#include "transport/readiness.hpp"
-#include "transport/striped_connection.hpp"
+#include "transport/tcp/readiness.hpp"
+#include "transport/tcp/striped_connection.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>

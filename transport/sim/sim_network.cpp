@@ -1,4 +1,4 @@
-#include "transport/sim_network.hpp"
+#include "transport/sim/sim_network.hpp"
 
 #include <algorithm>
 #include <deque>

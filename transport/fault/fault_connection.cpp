@@ -1,4 +1,4 @@
-#include "transport/fault_connection.hpp"
+#include "transport/fault/fault_connection.hpp"
 
 #include "config/log.hpp"
 

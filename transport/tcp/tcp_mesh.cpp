@@ -1,11 +1,11 @@
-#include "transport/tcp_mesh.hpp"
+#include "transport/tcp/tcp_mesh.hpp"
 
 #include "config/error.hpp"
 #include "config/log.hpp"
-#include "transport/frame.hpp"
-#include "transport/handshake.hpp"
-#include "transport/socket_util.hpp"
-#include "transport/tcp_connection.hpp"
+#include "transport/wire/frame.hpp"
+#include "transport/wire/handshake.hpp"
+#include "transport/tcp/socket_util.hpp"
+#include "transport/tcp/tcp_connection.hpp"
 
 #include <algorithm>
 #include <set>
@@ -184,7 +184,7 @@ struct arriving {
   int have = 0;
 };
 
-/// Checks an incoming hello (transport/handshake.hpp), then the stripe it
+/// Checks an incoming hello (transport/wire/handshake.hpp), then the stripe it
 /// names; returns "" to accept it or why it is refused.
 std::string vet_hello(const mesh_options& o, const wire::frame_header& h,
                       const std::vector<uint8_t>& payload, const std::vector<connection_ptr>& conns,

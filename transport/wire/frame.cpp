@@ -1,8 +1,8 @@
-#include "transport/frame.hpp"
+#include "transport/wire/frame.hpp"
 
 #include <cstdio>
 
-#include "transport/crc32c.hpp"
+#include "transport/wire/crc32c.hpp"
 
 #include "config/error.hpp"
 
