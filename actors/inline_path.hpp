@@ -22,7 +22,7 @@
 /// actor is then told, so the communicator aborts everywhere as for any
 /// failed op.
 
-#include "actors/buffer_pool.hpp"
+#include "transport/buffer_pool.hpp"
 #include "actors/link_lease.hpp"
 #include "actors/progress_actor.hpp"
 #include "config/config.hpp"

@@ -28,8 +28,8 @@
 /// no CPU. A parked link with nothing to do offers its connection to the
 /// inline path (link_lease.hpp) and takes it back before touching it again.
 
-#include "actors/buffer_pool.hpp"
-#include "actors/crc_recovery.hpp"
+#include "transport/buffer_pool.hpp"
+#include "transport/crc_recovery.hpp"
 #include "actors/link_lease.hpp"
 #include "actors/messages.hpp"
 #include "transport/connection.hpp"

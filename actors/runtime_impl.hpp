@@ -2,7 +2,7 @@
 /// Internals shared by runtime.cpp and communicator.cpp (not installed API).
 
 #include "actors/api.hpp"
-#include "actors/buffer_pool.hpp"
+#include "transport/buffer_pool.hpp"
 #include "transport/tcp/reactor.hpp"
 
 #include <caf/actor.hpp>

@@ -1,18 +1,19 @@
 #pragma once
-/// One transport connection to one peer, as a link actor sees it: a byte
-/// stream with non-blocking reads and gathered writes, plus a way to be told
-/// when it is worth trying again. TCP implements it, and so does the
-/// simulated network for deterministic tests (sim_network.hpp); shared memory
-/// and RDMA implement the same interface later.
+/// The transport contract: one connection to one peer, a reliable ordered
+/// byte stream. TCP (tcp/), the simulated network (sim/) and the fault
+/// decorator over either (fault/) implement it; shared memory and RDMA
+/// will implement the same. Everything above it (the channel, channel.hpp,
+/// and the engine, collectives/engine.hpp) sees only this interface.
 ///
-/// Threading: read_some / write_some are called by whoever holds the
-/// connection (its link actor, or a caller that borrowed it through the
-/// link's lease), one thread at a time. notify_when_ready's callback runs on
-/// a waiting thread (TCP: the readiness monitor's) and must only post a
-/// message.
+/// Threading: one thread at a time drives a connection (calls read_some,
+/// write_some, notify_when_ready, poll_fd): the engine's leader. close()
+/// and description() may be called from any thread. Nothing here ever
+/// blocks, in the manner of NCCL's net plugin and Gloo's pair: a call does
+/// what it can now and says how much.
 
 #include <sys/uio.h>
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -29,46 +30,70 @@ struct io_result {
   std::string error; // non-empty: the OS error text (errno), stream unusable
 };
 
+class connection;
+using connection_ptr = std::shared_ptr<connection>;
+
 class connection {
 public:
   virtual ~connection() = default;
 
-  /// Never blocks. Writes as much of the gathered buffers as the kernel takes.
+  /// Never blocks. Writes as much of the gathered buffers as the transport
+  /// takes now (0 bytes when it takes nothing). The caller keeps the
+  /// buffers; nothing is referenced after the call returns.
   virtual io_result write_some(const iovec* iov, int count) = 0;
 
-  /// Never blocks. Reads up to len bytes; bytes == 0 without closed/error
-  /// means nothing is available now.
+  /// Never blocks. Reads up to len bytes; bytes == 0 without closed or
+  /// error means nothing is available now.
   virtual io_result read_some(void* data, std::size_t len) = 0;
 
-  /// Never blocks. Asks for one call of `ready` (on a waiting thread) once
-  /// the connection is readable, or writable when `want_write`, or failed.
+  /// Never blocks. Asks for one call of `ready` once the connection is
+  /// readable, or writable when `want_write`, or failed; at once (possibly
+  /// on this thread) when that already holds. One callback per direction
+  /// is kept; a new one replaces the old. The callback runs on whatever
+  /// thread notices (TCP: the readiness monitor's; the simulated network:
+  /// the thread that delivers bytes) and must only signal, never drive the
+  /// connection. This is how a driver waits on any transport.
   virtual void notify_when_ready(bool want_write, std::function<void()> ready) = 0;
 
   /// Never blocks. Closes the stream; pending notifications are cancelled
   /// (their callbacks may still run once).
   virtual void close() = 0;
 
-  /// For a caller that drives the connection itself for a while (the inline
-  /// path, actors/inline_path.hpp): a descriptor it can poll(2), or -1 when
-  /// the connection has none (then it is never driven that way). Ask again
-  /// before every poll: a connection over several sockets
-  /// (striped_connection.hpp) points it at the ones its stream waits on.
+  /// Never blocks. An optional shortcut for waiting: a descriptor that
+  /// poll(2) reports readable (writable) when read_some (write_some) can
+  /// make progress, or -1 when there is none; then drivers wait through
+  /// notify_when_ready. Correctness never depends on it. Ask again before
+  /// every wait: it may change (a striped connection points it at the
+  /// stripe its stream waits on; a fault decorator holding bytes back
+  /// answers -1).
   virtual int poll_fd() const { return -1; }
-  /// Holds back notify_when_ready callbacks while someone else drives the
-  /// connection; resume re-arms them (and fires at once if already ready).
-  virtual void suspend_notifications() {}
-  virtual void resume_notifications() {}
 
-  /// A lost link was re-established (MCCL_RECONNECT_MS) over `fresh`, a
-  /// new connection to the same peer: what the link uses from now on. A
-  /// decorator takes `fresh` as its new inner connection and keeps its own
-  /// state (the fault injector's fire counts), so returns itself.
-  virtual std::shared_ptr<connection> resumed(std::shared_ptr<connection> fresh) { return fresh; }
+  /// A lost connection was re-established over `fresh`, a new connection
+  /// to the same peer: returns what to use from now on. A decorator takes
+  /// `fresh` as its new inner connection and keeps its own state (the
+  /// fault injector's fire counts), so it returns itself.
+  virtual connection_ptr resumed(connection_ptr fresh) { return fresh; }
 
   /// "rank 2 at 10.0.0.2:41234": for error messages.
   virtual const std::string& description() const = 0;
 };
 
-using connection_ptr = std::shared_ptr<connection>;
+/// Re-establishes lost connections of one communicator
+/// (MCCL_RECONNECT_MS); TCP implements it (tcp/tcp_mesh.hpp).
+class resumer {
+public:
+  /// Called once per resume(), on a thread of the resumer's: the new
+  /// connection, or null and why not (the deadline passed, or the
+  /// resumer stopped).
+  using done_fn = std::function<void(connection_ptr conn, const std::string& why)>;
+
+  virtual ~resumer() = default;
+  /// Never blocks. The connection to `peer` was lost: re-establish it
+  /// before `deadline`. A second call for the same peer replaces the first
+  /// (whose done is never called).
+  virtual void resume(int peer, std::chrono::steady_clock::time_point deadline, done_fn done) = 0;
+  /// Never blocks. Forget `peer`'s request.
+  virtual void cancel(int peer) = 0;
+};
 
 } // namespace mccl::transport

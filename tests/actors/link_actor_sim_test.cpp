@@ -10,7 +10,7 @@
 // run() / run_until() also fire timeouts, and a link re-arms its heartbeat
 // tick every time it fires, so those would never return while a link lives.
 
-#include "actors/buffer_pool.hpp"
+#include "transport/buffer_pool.hpp"
 #include "actors/link_actor.hpp"
 #include "actors/messages.hpp"
 #include "transport/fault/fault_connection.hpp"

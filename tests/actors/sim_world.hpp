@@ -36,7 +36,7 @@
 /// Timers never fire while a test runs (only the fixture's destructor fires
 /// what is left), so heartbeats and op deadlines are not exercised here.
 
-#include "actors/buffer_pool.hpp"
+#include "transport/buffer_pool.hpp"
 #include "actors/link_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/progress_actor.hpp"

@@ -1,9 +1,9 @@
-// CRC recovery bookkeeping (actors/crc_recovery.hpp) without any I/O: a
+// CRC recovery bookkeeping (transport/crc_recovery.hpp) without any I/O: a
 // sender and a receiver joined by a test "wire" that may corrupt frames.
 // Every chunk ends up delivered once, intact and in stream order, or the
 // receiver gives up after the retry budget naming why.
 
-#include "actors/crc_recovery.hpp"
+#include "transport/crc_recovery.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <set>
 
 using namespace mccl;
-using namespace mccl::actors;
+using namespace mccl::transport;
 
 namespace {
 
@@ -23,11 +23,11 @@ struct wire_frame {
   std::vector<uint8_t> payload;
 };
 
-rx_chunk arrive(const wire_frame& f) {
+received_frame arrive(const wire_frame& f) {
   std::shared_ptr<uint8_t> buf(new uint8_t[f.payload.size() + 1], std::default_delete<uint8_t[]>());
   if (!f.payload.empty())
     std::memcpy(buf.get(), f.payload.data(), f.payload.size());
-  return rx_chunk{1, f.h, buf};
+  return received_frame{1, f.h, buf};
 }
 
 bool crc_ok(const wire_frame& f) {

@@ -82,8 +82,6 @@ public:
   /// again on the resumed connection) and starts a fresh stream over it.
   connection_ptr resumed(connection_ptr fresh) override;
   int poll_fd() const override { return inner_->poll_fd(); }
-  void suspend_notifications() override { inner_->suspend_notifications(); }
-  void resume_notifications() override { inner_->resume_notifications(); }
   const std::string& description() const override { return inner_->description(); }
 
 private:

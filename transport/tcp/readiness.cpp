@@ -54,12 +54,10 @@ uint64_t readiness_monitor::add(int fd) {
 void readiness_monitor::rearm(const watch& w, uint64_t id) {
   epoll_event ev{};
   ev.events = EPOLLONESHOT;
-  if (!w.suspended) {
-    if (w.on_read)
-      ev.events |= EPOLLIN | EPOLLRDHUP;
-    if (w.on_write)
-      ev.events |= EPOLLOUT;
-  }
+  if (w.on_read)
+    ev.events |= EPOLLIN | EPOLLRDHUP;
+  if (w.on_write)
+    ev.events |= EPOLLOUT;
   ev.data.u64 = id;
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, w.fd, &ev);
 }
@@ -70,24 +68,6 @@ void readiness_monitor::arm(uint64_t id, bool want_write, callback ready) {
   if (i == watches_.end())
     return;
   (want_write ? i->second.on_write : i->second.on_read) = std::move(ready);
-  rearm(i->second, id);
-}
-
-void readiness_monitor::suspend(uint64_t id) {
-  std::lock_guard<std::mutex> guard{mutex_};
-  auto i = watches_.find(id);
-  if (i == watches_.end() || i->second.suspended)
-    return;
-  i->second.suspended = true;
-  rearm(i->second, id);
-}
-
-void readiness_monitor::resume(uint64_t id) {
-  std::lock_guard<std::mutex> guard{mutex_};
-  auto i = watches_.find(id);
-  if (i == watches_.end() || !i->second.suspended)
-    return;
-  i->second.suspended = false;
   rearm(i->second, id);
 }
 
@@ -118,8 +98,8 @@ void readiness_monitor::run() {
       auto what = events[k].events;
       std::lock_guard<std::mutex> guard{mutex_};
       auto i = watches_.find(id);
-      if (i == watches_.end() || i->second.suspended)
-        continue; // removed, or someone else drives it now (resume re-arms)
+      if (i == watches_.end())
+        continue; // removed
       auto& w = i->second;
       bool failed = what & (EPOLLERR | EPOLLHUP);
       if (w.on_read && (failed || (what & (EPOLLIN | EPOLLRDHUP))))

@@ -1,15 +1,15 @@
 #pragma once
-/// Waits in the kernel for data connections on behalf of parked links, on a
-/// thread of its own.
+/// Waits in the kernel for TCP connections on behalf of drivers that cannot
+/// block (connection::notify_when_ready: the progress actor parks this way),
+/// on a thread of its own.
 ///
 /// Why not the Asio reactor: Asio registers every socket edge-triggered and
 /// always armed, so every segment that arrives wakes the reactor thread, even
-/// while a busy link (or the inline path) is reading that socket itself. On a
-/// two-core machine those wake-ups compete with the ranks for the CPUs. Here a
-/// descriptor is armed one-shot, only while its link is parked, and whoever
-/// drives the connection directly can suspend it (see actors/link_lease.hpp).
+/// while a driver is reading that socket itself. On a two-core machine those
+/// wake-ups compete with the ranks for the CPUs. Here a descriptor is armed
+/// one-shot, only when a driver asks.
 ///
-/// Thread-safe: arm/suspend/resume/remove may be called from any thread.
+/// Thread-safe: add/arm/remove may be called from any thread.
 /// Callbacks run on the monitor's thread and must only post a message.
 
 #include <atomic>
@@ -39,10 +39,6 @@ public:
   /// want_write), or has failed. One callback per direction is kept; a new
   /// one replaces the old.
   void arm(uint64_t id, bool want_write, callback ready);
-  /// Stops reporting readiness; armed callbacks are kept for resume().
-  void suspend(uint64_t id);
-  /// Re-arms what was armed at suspend(); fires at once if already ready.
-  void resume(uint64_t id);
   /// Forgets the descriptor (before it is closed). A callback already
   /// running may still finish.
   void remove(uint64_t id);
@@ -52,7 +48,6 @@ private:
     int fd = -1;
     callback on_read;
     callback on_write;
-    bool suspended = false;
   };
 
   void run();

@@ -18,7 +18,6 @@ namespace mccl::transport {
 struct striped_connection::shared_state {
   std::mutex mutex;
   pending waiting[2]; ///< [0] read, [1] write
-  bool suspended = false;
 };
 
 namespace {
@@ -180,8 +179,7 @@ void striped_connection::notify_when_ready(bool want_write, std::function<void()
   auto& w = state_->waiting[want_write];
   w.ready = std::move(ready);
   ++w.generation;
-  if (!state_->suspended)
-    arm_locked(want_write, want_write ? wr_.stripe : rd_.stripe);
+  arm_locked(want_write, want_write ? wr_.stripe : rd_.stripe);
 }
 
 // A notification armed on the previous stripe would wait for bytes the
@@ -189,26 +187,8 @@ void striped_connection::notify_when_ready(bool want_write, std::function<void()
 // old watch may still fire once; that callback is spurious and harmless.)
 void striped_connection::follow(bool want_write) {
   std::lock_guard<std::mutex> guard{state_->mutex};
-  if (state_->waiting[want_write].ready && !state_->suspended)
+  if (state_->waiting[want_write].ready)
     arm_locked(want_write, want_write ? wr_.stripe : rd_.stripe);
-}
-
-void striped_connection::suspend_notifications() {
-  std::lock_guard<std::mutex> guard{state_->mutex};
-  state_->suspended = true;
-  for (auto id : watch_ids_)
-    monitor_->suspend(id);
-}
-
-void striped_connection::resume_notifications() {
-  std::lock_guard<std::mutex> guard{state_->mutex};
-  state_->suspended = false;
-  for (auto id : watch_ids_)
-    monitor_->resume(id);
-  // Whoever drove the stream meanwhile moved it on: re-arm where it is now.
-  for (bool want_write : {false, true})
-    if (state_->waiting[want_write].ready)
-      arm_locked(want_write, want_write ? wr_.stripe : rd_.stripe);
 }
 
 int striped_connection::poll_fd() const {

@@ -56,8 +56,6 @@ public:
   /// Points the epoll descriptor at the stripes the stream waits on now, so
   /// call it again before every poll(2).
   int poll_fd() const override;
-  void suspend_notifications() override;
-  void resume_notifications() override;
 
   std::size_t stripes() const noexcept { return stripes_.size(); }
 

@@ -25,8 +25,6 @@ public:
   void close() override;
   const std::string& description() const override { return description_; }
   int poll_fd() const override { return fd_; }
-  void suspend_notifications() override { monitor_->suspend(watch_id_); }
-  void resume_notifications() override { monitor_->resume(watch_id_); }
 
 private:
   std::shared_ptr<readiness_monitor> monitor_;

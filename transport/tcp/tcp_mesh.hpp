@@ -88,17 +88,13 @@ std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monit
 /// communicator and rank checks as a fresh hello (vet_resume_hello). A
 /// refused attempt (the peer has not noticed the loss yet) is retried every
 /// 50 ms until the link's deadline. What each side already received is
-/// settled afterwards by the links themselves (link_actor.hpp).
+/// settled afterwards by the channels themselves (transport/channel.hpp).
 ///
 /// One thread per communicator: it waits on the listening socket and a
 /// wake-up descriptor (in 200 ms steps, 20 ms while dialling, to check
 /// deadlines), refuses strays, and dials with at most 500 ms per attempt.
-class tcp_link_resumer {
+class tcp_link_resumer : public resumer {
 public:
-  /// Called once per resume(), on the resumer's thread: the new connection,
-  /// or null and why not (the deadline passed, or the resumer stopped).
-  using done_fn = std::function<void(connection_ptr conn, const std::string& why)>;
-
   tcp_link_resumer(std::shared_ptr<readiness_monitor> monitor, mesh_options opts,
                    int listen_fd, std::vector<std::string> endpoints);
   ~tcp_link_resumer();
@@ -108,9 +104,9 @@ public:
   /// The link to `peer` was lost: re-establish it before `deadline`. A
   /// second call for the same peer replaces the first (whose done is
   /// never called).
-  void resume(int peer, std::chrono::steady_clock::time_point deadline, done_fn done);
+  void resume(int peer, std::chrono::steady_clock::time_point deadline, done_fn done) override;
   /// Forget `peer`'s request (its link gave up or stopped).
-  void cancel(int peer);
+  void cancel(int peer) override;
 
 private:
   struct request {

@@ -1,9 +1,9 @@
-#include "actors/buffer_pool.hpp"
+#include "transport/buffer_pool.hpp"
 
 #include <cstdlib>
 #include <new>
 
-namespace mccl {
+namespace mccl::transport {
 
 namespace {
 constexpr int min_class = 12; // 4 KiB
@@ -66,4 +66,4 @@ std::size_t buffer_pool::cached_bytes() const {
   return cached_;
 }
 
-} // namespace mccl
+} // namespace mccl::transport

@@ -1,7 +1,7 @@
 #pragma once
 /// CRC32C with recovery (MCCL_TRANSPORT_CRC=1): the bookkeeping of one link,
 /// both directions, with no I/O, so it is tested on its own
-/// (tests/unit/crc_recovery_test.cpp) and the link actor only carries out
+/// (tests/unit/crc_recovery_test.cpp) and the channel (channel.hpp) only carries out
 /// what it decides.
 ///
 /// Numbering: on a link, the CRC-checked data frames of each direction are
@@ -21,14 +21,14 @@
 /// it, so a frame can be sent again after the op that sent it has finished
 /// and the caller reused its buffer. The path without CRC never gets here.
 
-#include "actors/messages.hpp"
+#include "transport/received_frame.hpp"
 
 #include <cstdint>
 #include <deque>
 #include <string>
 #include <vector>
 
-namespace mccl::actors {
+namespace mccl::transport {
 
 class crc_sender {
 public:
@@ -79,7 +79,7 @@ public:
 
   /// What one arriving frame leads to.
   struct outcome {
-    std::vector<rx_chunk> deliver; ///< in stream order
+    std::vector<received_frame> deliver; ///< in stream order
     std::vector<uint64_t> nacks;   ///< frame numbers to ask for again
     bool recovered = false;        ///< a retransmission filled a gap
     /// Non-empty: recovery gave up (retry budget spent, or the stream no
@@ -90,10 +90,10 @@ public:
   };
 
   /// `crc_ok`: whether the frame's CRC matched. `chunk.header` has the flags.
-  outcome on_frame(rx_chunk chunk, bool crc_ok);
+  outcome on_frame(received_frame chunk, bool crc_ok);
 
   /// A frame that arrived but is not wanted any more (its op ended while it
-  /// was read, see link_actor::stop_landing): it keeps its number and is
+  /// was read, see channel::stop_landing): it keeps its number and is
   /// acked, never delivered.
   void skip();
 
@@ -114,7 +114,7 @@ private:
     bool have = false;
     bool drop = false; ///< skip(): counted, not delivered
     int attempts = 0;
-    rx_chunk chunk;
+    received_frame chunk;
   };
   void release(outcome& out);
 
@@ -125,4 +125,4 @@ private:
   std::deque<uint64_t> awaited_;  ///< nacked frame numbers, in nack order
 };
 
-} // namespace mccl::actors
+} // namespace mccl::transport

@@ -1,6 +1,6 @@
-#include "actors/crc_recovery.hpp"
+#include "transport/crc_recovery.hpp"
 
-namespace mccl::actors {
+namespace mccl::transport {
 
 // ---- sender ---------------------------------------------------------------------
 
@@ -63,7 +63,7 @@ void crc_sender::clear() {
 
 // ---- receiver -------------------------------------------------------------------
 
-crc_receiver::outcome crc_receiver::on_frame(rx_chunk chunk, bool crc_ok) {
+crc_receiver::outcome crc_receiver::on_frame(received_frame chunk, bool crc_ok) {
   outcome out;
   bool retransmit = chunk.header.flags & wire::flag_retransmit;
   if (!retransmit) {
@@ -145,4 +145,4 @@ void crc_receiver::release(outcome& out) {
   }
 }
 
-} // namespace mccl::actors
+} // namespace mccl::transport

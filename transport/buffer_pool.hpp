@@ -10,7 +10,7 @@
 #include <mutex>
 #include <vector>
 
-namespace mccl {
+namespace mccl::transport {
 
 class buffer_pool {
 public:
@@ -37,4 +37,4 @@ private:
   std::size_t max_cached_;
 };
 
-} // namespace mccl
+} // namespace mccl::transport
