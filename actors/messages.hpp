@@ -1,91 +1,79 @@
 #pragma once
-/// The messages mccl's actors exchange. They never carry bulk bytes: data
-/// travels as pointers into the caller's buffers (sends) or as shared
-/// pointers to pooled staging memory (receives). None of these types ever
-/// leaves the process, hence CAF_ALLOW_UNSAFE_MESSAGE_TYPE below.
+/// The control plane's actors and the messages they take, as CAF typed
+/// actor interfaces: the compiler checks every message sent to them.
+/// No message carries bulk bytes; data moves in the engine
+/// (collectives/engine.hpp). None of these types leaves the process, hence
+/// CAF_ALLOW_UNSAFE_MESSAGE_TYPE below.
+///
+///   progress (one per communicator, progress_actor.hpp): drives the
+///     engine on CAF workers when no thread does, hears of aborts and lost
+///     links, ends the communicator's actors;
+///   link (one per peer, link_actor.hpp): the connection's lifecycle:
+///     heartbeats while idle, re-establishing a lost connection;
+///   watchdog (one per runtime, watchdog_actor.hpp): the clock of op
+///     deadlines and liveness verdicts.
 
-#include "collectives/landing.hpp"
-#include "collectives/op.hpp"
 #include "config/error.hpp"
 #include "transport/connection.hpp"
-#include "transport/wire/frame.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
-#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
 namespace mccl::actors {
 
-/// How long a connection lost without BYE or ABORT waits for an ABORT frame
-/// from another rank that explains it before the peer is blamed: a peer that
-/// aborted because a third rank died may exit (closing its connections)
-/// before its ABORT, or the first rank's, reaches us over another socket.
-constexpr auto loss_grace = std::chrono::milliseconds(100);
+class comm_core;
 
 // Atoms (at most 10 characters each).
-using submit_atom = caf::atom_constant<caf::atom("submit")>;     // caller -> progress
-using op_done_atom = caf::atom_constant<caf::atom("opdone")>;    // collective -> progress
-using send_atom = caf::atom_constant<caf::atom("send")>;         // collective -> link
-using sent_atom = caf::atom_constant<caf::atom("sent")>;         // link -> collective
-using chunk_atom = caf::atom_constant<caf::atom("chunk")>;       // link -> collective
-using route_atom = caf::atom_constant<caf::atom("route")>;       // progress -> link (with the landing map)
-using unroute_atom = caf::atom_constant<caf::atom("unroute")>;   // progress -> link
-using poll_atom = caf::atom_constant<caf::atom("poll")>;         // link -> itself (spinning)
-using ready_atom = caf::atom_constant<caf::atom("ready")>;       // readiness monitor -> link (parked)
-using link_down_atom = caf::atom_constant<caf::atom("linkdown")>; // link -> progress
-using peer_abort_atom = caf::atom_constant<caf::atom("peerabort")>; // link -> progress
-using abort_atom = caf::atom_constant<caf::atom("abort")>;       // anyone -> progress / progress -> link
-using fail_atom = caf::atom_constant<caf::atom("fail")>;         // progress -> collective
-using timeout_atom = caf::atom_constant<caf::atom("timeout")>;   // watchdog -> collective
-using watch_atom = caf::atom_constant<caf::atom("watch")>;       // collective -> watchdog
-using unwatch_atom = caf::atom_constant<caf::atom("unwatch")>;   // collective -> watchdog
-using tick_atom = caf::atom_constant<caf::atom("tick")>;         // timers
-using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>; // finalize
-using post_recv_atom = caf::atom_constant<caf::atom("postrecv")>; // progress -> link (p2p)
-using unpost_atom = caf::atom_constant<caf::atom("unpost")>;      // progress -> link (p2p)
-using returned_atom = caf::atom_constant<caf::atom("returned")>;  // inline path -> link (lease)
-using resumed_atom = caf::atom_constant<caf::atom("resumed")>;    // link resumer -> link (MCCL_RECONNECT_MS)
-using op_failed_atom = caf::atom_constant<caf::atom("opfailed")>; // inline path -> progress
-using probe_atom = caf::atom_constant<caf::atom("probe")>;        // caller -> link (p2p)
+using drive_atom = caf::atom_constant<caf::atom("drive")>;        // anyone -> progress
+using aborted_atom = caf::atom_constant<caf::atom("aborted")>;    // engine -> progress -> links
+using link_lost_atom = caf::atom_constant<caf::atom("linklost")>; // engine -> progress -> link
+using resumed_atom = caf::atom_constant<caf::atom("resumed")>;    // resumer -> link
+using tick_atom = caf::atom_constant<caf::atom("tick")>;          // timers
+using watch_atom = caf::atom_constant<caf::atom("watch")>;        // communicator -> watchdog
+using unwatch_atom = caf::atom_constant<caf::atom("unwatch")>;    // communicator -> watchdog
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;  // finalize
 
-/// A frame a collective wants sent: header plus a view of the payload, which
-/// stays valid until the link reports it sent (sent_atom to `notify`).
-struct tx_request {
-  wire::frame_header header;
-  const uint8_t* data = nullptr;
-  std::size_t len = 0;
-  int peer = -1;
-};
+/// The communicator whose engine an actor serves; actors hold it weakly,
+/// so a finalized communicator is never kept alive by its actors.
+using core_ref = std::weak_ptr<comm_core>;
 
-/// A data frame a link received, routed to the collective actor of its seq.
-struct rx_chunk {
-  int peer = -1;
-  wire::frame_header header;
-  std::shared_ptr<uint8_t> buffer; ///< pooled; payload at buffer.get()
-  /// Received in place (collectives/landing.hpp): the payload is already at
-  /// its destination in the caller's buffer, and `buffer` is empty.
-  const uint8_t* landed = nullptr;
+using link_handle = caf::typed_actor<
+  caf::reacts_to<tick_atom>,
+  /// The engine lost the connection; re-establish it (MCCL_RECONNECT_MS).
+  caf::reacts_to<link_lost_atom, std::string>,
+  /// The resumer's answer: a new connection, or null and why not.
+  caf::reacts_to<resumed_atom, transport::connection_ptr, std::string>,
+  /// The communicator aborted: nothing is resumed any more.
+  caf::reacts_to<aborted_atom>,
+  caf::replies_to<shutdown_atom>::with<bool>>;
 
-  const uint8_t* payload() const noexcept { return landed ? landed : buffer.get(); }
-};
+using progress_handle = caf::typed_actor<
+  /// Move the engine's ops (the communicator's background driver when its
+  /// op thread is off or an op is larger than MCCL_OP_THREAD_BYTES).
+  caf::reacts_to<drive_atom>,
+  /// Its own timer while parked: a heartbeat or a grace period is due.
+  caf::reacts_to<tick_atom>,
+  /// The engine aborted: code, why, and the rank that began it.
+  caf::reacts_to<aborted_atom, errc, std::string, int>,
+  /// The engine lost the connection to a peer (to be resumed).
+  caf::reacts_to<link_lost_atom, int, std::string>,
+  /// Finalize: the link actors stop, then the progress actor.
+  caf::replies_to<shutdown_atom>::with<bool>>;
 
-/// How an op ended, reported by its collective actor to the progress actor.
-struct op_result {
-  uint64_t id = 0; ///< op_request::id
-  errc code = errc::none;
-  std::string message;
-  std::string algorithm;
-};
+using watchdog_handle = caf::typed_actor<
+  caf::reacts_to<watch_atom, uint64_t, core_ref>,
+  caf::reacts_to<unwatch_atom, uint64_t>,
+  caf::reacts_to<tick_atom>,
+  caf::reacts_to<shutdown_atom>>;
 
 } // namespace mccl::actors
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::tx_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::rx_chunk)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::op_result)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::op_ptr)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<mccl::landing_map>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::errc)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<mccl::transport::connection>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::transport::connection_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::core_ref)

@@ -1,6 +1,5 @@
 #include "actors/runtime_impl.hpp"
 
-#include "actors/messages.hpp"
 #include "actors/watchdog_actor.hpp"
 #include "collectives/registry.hpp"
 #include "config/log.hpp"
@@ -20,8 +19,8 @@ std::unique_ptr<caf::actor_system_config> make_system_config(const config& cfg) 
   // should cost no CPU, and on small machines several ranks share cores.
   c->set("scheduler.max-threads", static_cast<size_t>(cfg.worker_threads));
   c->set("work-stealing.moderate-poll-attempts", static_cast<size_t>(0));
-  // Spinning links re-enqueue themselves; a small throughput lets the
-  // collective actors they feed run in between on the same worker.
+  // A progress actor that drives the engine re-enqueues itself; a small
+  // throughput lets other actors run in between on the same worker.
   c->set("scheduler.max-throughput", static_cast<size_t>(8));
   return c;
 }
@@ -40,7 +39,7 @@ runtime::impl::impl(const config_overrides& o, caf::actor_system* host)
     system = owned_system.get();
   }
   reactor = std::make_unique<transport::reactor>();
-  watchdog = system->spawn<actors::watchdog_actor>();
+  watchdog = actors::spawn_watchdog_actor(*system);
 }
 
 runtime::impl::~impl() {

@@ -2,6 +2,7 @@
 /// Internals shared by runtime.cpp and communicator.cpp (not installed API).
 
 #include "actors/api.hpp"
+#include "actors/messages.hpp"
 #include "transport/buffer_pool.hpp"
 #include "transport/tcp/reactor.hpp"
 
@@ -26,9 +27,9 @@ struct runtime::impl {
   std::unique_ptr<caf::actor_system_config> system_config;
   std::unique_ptr<caf::actor_system> owned_system;
   caf::actor_system* system = nullptr;
-  buffer_pool pool;
+  transport::buffer_pool pool;
   std::unique_ptr<transport::reactor> reactor;
-  caf::actor watchdog;
+  actors::watchdog_handle watchdog;
 
   std::mutex comms_mutex;
   std::vector<std::weak_ptr<communicator::impl>> comms;

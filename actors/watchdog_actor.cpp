@@ -1,47 +1,72 @@
 #include "actors/watchdog_actor.hpp"
 
+#include "actors/comm_core.hpp"
+
 #include <caf/all.hpp>
+
+#include <map>
 
 namespace mccl::actors {
 
 namespace {
-/// Deadlines are checked this often; an op fails at most this late.
-constexpr auto tick_interval = std::chrono::milliseconds(20);
-} // namespace
 
-watchdog_actor::watchdog_actor(caf::actor_config& cfg) : caf::event_based_actor(cfg) {
+/// Deadlines are checked this often while ops run; an op fails at most
+/// this late.
+constexpr auto busy_tick = std::chrono::milliseconds(20);
+
+struct watchdog_state {
+  std::map<uint64_t, core_ref> watched;
+  bool ticking = false;
+  static inline const char* name = "mccl.watchdog";
+};
+
+using self_ptr = watchdog_handle::stateful_pointer<watchdog_state>;
+
+void schedule(self_ptr self, std::chrono::milliseconds interval) {
+  self->state.ticking = true;
+  self->delayed_send(self, interval, tick_atom::value);
 }
 
-caf::behavior watchdog_actor::make_behavior() {
-  set_default_handler(caf::drop);
+void tick(self_ptr self) {
+  self->state.ticking = false;
+  auto interval = std::chrono::milliseconds::max();
+  auto& watched = self->state.watched;
+  for (auto i = watched.begin(); i != watched.end();) {
+    auto core = i->second.lock();
+    if (!core) {
+      i = watched.erase(i);
+      continue;
+    }
+    core->check();
+    interval = std::min(interval, core->eng().idle()
+                                    ? std::max(core->cfg().heartbeat / 4, std::chrono::milliseconds(1))
+                                    : busy_tick);
+    ++i;
+  }
+  if (!watched.empty())
+    schedule(self, interval);
+}
+
+watchdog_handle::behavior_type watchdog_actor(self_ptr self) {
   return {
-    [this](watch_atom, int64_t deadline_ticks, caf::actor& who) {
-      using tp = std::chrono::steady_clock::time_point;
-      watched_[who.id()] = entry{who, tp(tp::duration(deadline_ticks))};
-      if (!ticking_) {
-        ticking_ = true;
-        delayed_send(this, tick_interval, tick_atom::value);
-      }
+    [self](watch_atom, uint64_t key, core_ref& core) {
+      self->state.watched[key] = std::move(core);
+      if (!self->state.ticking)
+        schedule(self, busy_tick);
     },
-    [this](unwatch_atom, caf::actor& who) { watched_.erase(who.id()); },
-    [this](tick_atom) { tick(); },
-    [this](shutdown_atom) { quit(); },
+    [self](unwatch_atom, uint64_t key) { self->state.watched.erase(key); },
+    [self](tick_atom) { tick(self); },
+    [self](shutdown_atom) {
+      self->state.watched.clear();
+      self->quit();
+    },
   };
 }
 
-void watchdog_actor::tick() {
-  auto now = std::chrono::steady_clock::now();
-  for (auto i = watched_.begin(); i != watched_.end();) {
-    if (i->second.deadline <= now) {
-      send(i->second.who, timeout_atom::value);
-      i = watched_.erase(i);
-    } else {
-      ++i;
-    }
-  }
-  ticking_ = !watched_.empty();
-  if (ticking_)
-    delayed_send(this, tick_interval, tick_atom::value);
+} // namespace
+
+watchdog_handle spawn_watchdog_actor(caf::actor_system& sys) {
+  return sys.spawn(watchdog_actor);
 }
 
 } // namespace mccl::actors

@@ -1,38 +1,27 @@
 #pragma once
-/// The watchdog: one per runtime. Collective actors register their deadline
-/// when they start and unregister when they end; the watchdog ticks while
-/// anything is registered and tells an op that passed its deadline
-/// (timeout_atom). The op then fails naming its sequence number, step and
-/// the peer it waits on, and the progress actor aborts the communicator so
-/// every other rank learns of it.
+/// The watchdog: one per runtime, the clock of every deadline and
+/// liveness verdict. Communicators register while they live. On each tick
+/// it asks every communicator's engine to check, after reading what its
+/// channels hold (so bytes waiting in our own sockets never count as a
+/// peer's silence):
+///
+/// - deadlines: an op running longer than MCCL_TIMEOUT_MS fails, naming its
+///   sequence number, step and the peer it waits on; the communicator
+///   aborts on every rank;
+/// - liveness: a peer from which nothing at all arrived (data, heartbeats,
+///   anything) for MCCL_HEARTBEAT_MS x MCCL_HEARTBEAT_MISSES is declared
+///   dead. Every rank's engine sends heartbeats on directions idle for
+///   half an interval, whichever thread drives it, and the link actors
+///   drive a pass when nothing else does: a live rank always sends.
+///
+/// Ticks come every 20 ms while an op is in flight somewhere (an op fails
+/// at most that late), every quarter heartbeat interval otherwise, and not
+/// at all once nothing is registered.
 
 #include "actors/messages.hpp"
 
-#include <caf/event_based_actor.hpp>
-
-#include <chrono>
-#include <unordered_map>
-
 namespace mccl::actors {
 
-class watchdog_actor : public caf::event_based_actor {
-public:
-  explicit watchdog_actor(caf::actor_config& cfg);
-
-  caf::behavior make_behavior() override;
-
-  const char* name() const override { return "mccl.watchdog"; }
-
-private:
-  struct entry {
-    caf::actor who;
-    std::chrono::steady_clock::time_point deadline;
-  };
-
-  void tick();
-
-  std::unordered_map<caf::actor_id, entry> watched_;
-  bool ticking_ = false;
-};
+watchdog_handle spawn_watchdog_actor(caf::actor_system& sys);
 
 } // namespace mccl::actors

@@ -4,8 +4,25 @@
 
 namespace mccl {
 
-work_state::work_state(std::chrono::milliseconds deadline_hint)
+work_state::work_state(std::chrono::milliseconds deadline_hint, std::string op)
   : bound_(deadline_hint + std::chrono::seconds(10)) {
+  metrics_.op = std::move(op);
+}
+
+void work_state::complete(op_report r) {
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    if (done_.load(std::memory_order_relaxed))
+      return;
+    metrics_.algorithm = std::move(r.algorithm);
+    metrics_.seq = r.seq;
+    metrics_.bytes = r.bytes;
+    metrics_.duration = r.duration;
+    metrics_.driver = r.driver;
+    metrics_.inline_run = r.driver == driver_kind::caller;
+    metrics_.op_thread = r.driver == driver_kind::op_thread;
+  }
+  complete(r.code, std::move(r.message));
 }
 
 void work_state::complete(errc code, std::string message) {
@@ -16,8 +33,7 @@ void work_state::complete(errc code, std::string message) {
       return;
     code_ = code;
     message_ = std::move(message);
-    if (in_flight_)
-      in_flight_->fetch_sub(1);
+    driver_ = nullptr; // it holds the engine; nothing drives a finished op
     done_.store(true, std::memory_order_release);
     callbacks.swap(callbacks_);
   }
@@ -26,37 +42,37 @@ void work_state::complete(errc code, std::string message) {
     cb();
 }
 
-bool work_state::wait_for(std::chrono::nanoseconds timeout) {
-  // Spin briefly first: a small op often completes within microseconds, and
-  // a sleeping waiter costs a cross-core wake-up (20-55 us on small VMs).
-  auto spin_until = std::chrono::steady_clock::now()
-                    + std::min<std::chrono::nanoseconds>(timeout, std::chrono::microseconds(30));
+bool work_state::wait_until(std::chrono::steady_clock::time_point deadline) {
+  using clock = std::chrono::steady_clock;
   while (!done()) {
-    if (std::chrono::steady_clock::now() >= spin_until)
-      break;
-    std::this_thread::yield();
+    auto now = clock::now();
+    if (now >= deadline)
+      return false;
+    driver_fn drive;
+    {
+      std::lock_guard<std::mutex> guard{mutex_};
+      drive = driver_;
+    }
+    if (drive && drive(deadline))
+      continue; // drove until done, the deadline, or another thread took over
+    // Another thread drives: it completes the op. A small op often does so
+    // within microseconds, and sleeping costs a cross-core wake-up (20-55 us
+    // on small VMs): spin briefly, then sleep, looking again now and then in
+    // case that thread lets go first.
+    auto spin_until = std::min(deadline, now + std::chrono::microseconds(30));
+    while (!done() && clock::now() < spin_until)
+      std::this_thread::yield();
+    std::unique_lock<std::mutex> lock{mutex_};
+    cv_.wait_for(lock, std::min<clock::duration>(deadline - now, std::chrono::milliseconds(1)),
+                 [this] { return done(); });
   }
-  if (done())
-    return true;
-  std::unique_lock<std::mutex> lock{mutex_};
-  return cv_.wait_for(lock, timeout, [this] { return done(); });
+  return true;
 }
 
-void work_state::set_wait_helper(std::function<void()> helper) {
+void work_state::set_driver(driver_fn drive) {
   std::lock_guard<std::mutex> guard{mutex_};
-  wait_helper_ = std::move(helper);
-}
-
-void work_state::run_wait_helper() {
-  std::function<void()> helper;
-  {
-    std::lock_guard<std::mutex> guard{mutex_};
-    if (done_.load(std::memory_order_relaxed))
-      return;
-    helper.swap(wait_helper_);
-  }
-  if (helper)
-    helper();
+  if (!done_.load(std::memory_order_relaxed))
+    driver_ = std::move(drive);
 }
 
 std::optional<error> work_state::failure() const {
@@ -77,11 +93,6 @@ void work_state::add_callback(std::function<void()> cb) {
   cb();
 }
 
-void work_state::set_metrics(op_metrics m) {
-  std::lock_guard<std::mutex> guard{mutex_};
-  metrics_ = std::move(m);
-}
-
 op_metrics work_state::metrics() const {
   std::lock_guard<std::mutex> guard{mutex_};
   return metrics_;
@@ -92,8 +103,7 @@ op_metrics work::metrics() const { return state_ ? state_->metrics() : op_metric
 void work::wait() const {
   if (!state_)
     throw error(errc::invalid_argument, "wait() on an empty work handle");
-  state_->run_wait_helper();
-  if (!state_->wait_for(state_->wait_bound()))
+  if (!state_->wait_until(std::chrono::steady_clock::now() + state_->wait_bound()))
     throw error(errc::internal, "op did not finish within its deadline plus 10 s although the "
                                 "watchdog should have failed it; please report this");
   if (auto f = state_->failure())
@@ -103,7 +113,7 @@ void work::wait() const {
 bool work::wait_for(std::chrono::milliseconds timeout) const {
   if (!state_)
     throw error(errc::invalid_argument, "wait_for() on an empty work handle");
-  if (!state_->wait_for(timeout))
+  if (!state_->wait_until(std::chrono::steady_clock::now() + timeout))
     return false;
   if (auto f = state_->failure())
     throw *f;

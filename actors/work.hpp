@@ -1,8 +1,10 @@
 #pragma once
 /// Work: the handle every op returns. wait() blocks until the op finished
-/// (or throws its error); every wait is bounded because the watchdog fails
-/// any op that passes MCCL_TIMEOUT_MS.
+/// (or throws its error), moving the op's bytes itself while no other
+/// thread does; every wait is bounded because the watchdog fails any op
+/// that passes MCCL_TIMEOUT_MS.
 
+#include "collectives/op.hpp"
 #include "config/error.hpp"
 
 #include <atomic>
@@ -24,41 +26,41 @@ struct op_metrics {
   std::string algorithm; ///< the algorithm that ran it ("ring", "rd", ...)
   uint64_t seq = 0;      ///< sequence number (message number for send)
   std::size_t bytes = 0; ///< the size the algorithm was chosen by
-  /// From the progress actor (or the inline path) taking the op to its
-  /// completion.
+  /// From the engine starting the op to its end.
   std::chrono::nanoseconds duration{0};
-  /// True when the op ran inline on the thread that issued it
-  /// (MCCL_INLINE_BYTES, or a caller that waited for an op queued on the op
-  /// thread); false when the op thread or mccl's actors ran it.
+  /// Which thread moved its bytes when it completed: the one that issued
+  /// or waited for it, the communicator's op thread, or the progress actor.
+  driver_kind driver = driver_kind::caller;
+  /// driver == caller: the op ran on the thread that issued it
+  /// (MCCL_INLINE_BYTES) or waited for it.
   bool inline_run = false;
-  /// True when the communicator's op thread ran it (MCCL_OP_THREAD_BYTES).
+  /// driver == op_thread (MCCL_OP_THREAD_BYTES).
   bool op_thread = false;
 };
 
-/// Shared between the caller's handle and the progress actor that completes it.
-class work_state {
+/// Shared between the caller's handle and the engine that completes it.
+class work_state : public op_completion {
 public:
-  explicit work_state(std::chrono::milliseconds deadline_hint);
+  /// `op`: what metrics name the op ("allreduce", a custom collective's name).
+  work_state(std::chrono::milliseconds deadline_hint, std::string op);
 
-  /// Called once by the runtime; later calls are ignored.
-  void complete(errc code = errc::none, std::string message = {});
+  /// From the engine, once; later calls are ignored.
+  void complete(op_report report) override;
+  /// The same without metrics (an op refused before the engine saw it).
+  void complete(errc code, std::string message);
 
   bool done() const noexcept { return done_.load(std::memory_order_acquire); }
-  /// Blocks up to `timeout`; true when done.
-  bool wait_for(std::chrono::nanoseconds timeout);
+  /// Blocks until done or `deadline`; true when done. Meanwhile the
+  /// waiting thread drives the op's engine whenever no other thread does
+  /// (set_driver), so a caller that waits pays no thread hand-off.
+  bool wait_until(std::chrono::steady_clock::time_point deadline);
   std::optional<error> failure() const;
   void add_callback(std::function<void()> cb);
-  /// Run once by the first untimed wait() that finds the op not done yet,
-  /// on the waiting thread (the op thread, op_runner.hpp, lets the caller
-  /// run a queued op itself rather than sleep until it is done).
-  void set_wait_helper(std::function<void()> helper);
-  void run_wait_helper();
-  /// Set by the runtime before complete().
-  void set_metrics(op_metrics m);
-  /// Counts the op in `in_flight` (the caller has incremented it) until it
-  /// completes; decremented before any waiter is released, so a caller that
-  /// issues its next op right after wait() sees the count without it.
-  void track(std::shared_ptr<std::atomic<int>> in_flight) { in_flight_ = std::move(in_flight); }
+  /// How a waiting thread moves the op: drives its engine until the op is
+  /// done or `deadline`, and returns false at once when another thread
+  /// drives it (then the waiter sleeps until the op completes).
+  using driver_fn = std::function<bool(std::chrono::steady_clock::time_point deadline)>;
+  void set_driver(driver_fn drive);
   op_metrics metrics() const;
 
   /// How long wait() may block at most before reporting a runtime bug: the
@@ -72,10 +74,9 @@ private:
   errc code_ = errc::none;
   std::string message_;
   std::vector<std::function<void()>> callbacks_;
-  std::function<void()> wait_helper_;
+  driver_fn driver_;
   op_metrics metrics_;
   std::chrono::milliseconds bound_;
-  std::shared_ptr<std::atomic<int>> in_flight_;
 };
 
 /// The caller's handle to one op.
@@ -87,8 +88,9 @@ public:
   /// Blocks until the op is done; throws mccl::error when it failed.
   void wait() const;
 
-  /// Blocks up to `timeout`. Returns false if the op is still running;
-  /// throws mccl::error when it failed.
+  /// Blocks up to `timeout` (driving the op meanwhile, as wait() does).
+  /// Returns false if the op is still running; throws mccl::error when it
+  /// failed.
   bool wait_for(std::chrono::milliseconds timeout) const;
 
   /// Non-blocking: true once the op finished (successfully or not).

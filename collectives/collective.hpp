@@ -1,9 +1,10 @@
 #pragma once
 /// The extension point for collectives. An algorithm is a state machine that
-/// a collective actor (collectives/collective_actor.hpp) drives: the actor
+/// the engine (collectives/engine.hpp) drives through the op's session: it
 /// calls start() once, then on_chunk() for every chunk a peer sends for this
 /// op and on_sent() when one of the algorithm's own sends has left the
-/// caller's buffer. The algorithm talks back only through collective_io:
+/// caller's buffer, all on the one thread that leads the engine at the
+/// time. The algorithm talks back only through collective_io:
 /// send chunks, finish, fail. It never sees sockets, threads or CAF.
 ///
 /// Built-in algorithms are registered through collectives/registry.hpp, the
@@ -34,7 +35,7 @@ struct incoming_chunk {
   std::shared_ptr<const void> keep;
 };
 
-/// Services of the hosting actor.
+/// Services of the op's host (the engine's op session, op_session.hpp).
 class collective_io {
 public:
   virtual ~collective_io() = default;
@@ -51,11 +52,11 @@ public:
 
   /// The op's landing map (collectives/landing.hpp), to add chunks that may
   /// be received in place; add them in start(). Null where the host reads
-  /// every chunk itself (the inline path): the algorithm must always copy a
-  /// chunk whose data is not already at its destination.
+  /// every chunk itself: the algorithm must always copy a chunk whose data
+  /// is not already at its destination.
   virtual landing_map* landing() { return nullptr; }
 
-  /// The op succeeded. The actor completes it once all sends have left.
+  /// The op succeeded. The host completes it once all sends have left.
   virtual void finish() = 0;
 
   /// The op failed; `why` is wrapped with the op, sequence and where().

@@ -1,11 +1,11 @@
 #pragma once
-/// Receive in place. Without it a link reads every payload into pooled
+/// Receive in place. Without it a channel reads every payload into pooled
 /// staging memory and the algorithm copies it to its destination; for ops
 /// that only copy what arrives (broadcast, gather, scatter, alltoall) that
 /// second pass over every byte is pure overhead. An algorithm that knows
 /// where a chunk will go, and that nothing reads or writes that region
 /// until the chunk is delivered, adds the spot to its op's landing map
-/// (collective_io::landing()) in start(). A link then reads a matching
+/// (collective_io::landing()) in start(). A channel then reads a matching
 /// frame's payload straight into the destination and delivers a chunk whose
 /// data already points there; the algorithm skips its copy when
 /// `c.data == destination`. Anything else (a chunk that came before its
@@ -13,20 +13,18 @@
 /// arrives in staging memory.
 ///
 /// Every destination is written at most once, and never after the op
-/// completed: the map is shared before any frame of the op can be
-/// delivered (the progress actor hands it to the links with the op's
-/// route), so a link records each frame it passes on; a spot whose chunk
-/// already went by in staging memory is never claimed. Links and the
-/// algorithm run on different threads, hence the mutex; an op whose
-/// algorithm adds no spot pays one lock per frame until its start() ends.
+/// completed. The engine's leader (collectives/engine.hpp) is the only
+/// thread that touches a map: the op's start() adds the spots before any
+/// frame can be claimed; chunks that arrived before the op started were
+/// read into staging memory and are passed on after start(), which marks
+/// their spots taken, so no later copy of them lands over what the
+/// algorithm wrote meanwhile.
 
 #include "collectives/frame_signature.hpp"
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <mutex>
-#include <set>
 #include <tuple>
 
 namespace mccl {
@@ -39,13 +37,13 @@ public:
   void add(int peer, uint32_t step, uint32_t chunk, void* dst, std::size_t bytes);
 
   /// The algorithm's start() is over: no spot will be added any more.
-  void close_additions();
+  void close_additions() noexcept { adding_ = false; }
 
-  /// For a link about to read this frame's payload: where to read it, or
-  /// nullptr to read it into staging memory. Records the frame either way.
+  /// For a channel about to read this frame's payload: where to read it,
+  /// or nullptr to read it into staging memory. The spot is taken either way.
   uint8_t* claim(int peer, const wire::frame_header& h);
 
-  /// For a link passing on a frame it read before it knew this map.
+  /// A frame of this op read into staging memory before the op started.
   void passed_on(int peer, const wire::frame_header& h);
 
 private:
@@ -56,10 +54,8 @@ private:
     bool taken = false;
   };
 
-  std::mutex mutex_;
   op_signature expected_;
   std::map<key, spot> spots_;
-  std::set<key> passed_;    ///< frames seen while spots could still be added
   bool adding_ = true;
 };
 

@@ -175,4 +175,13 @@ std::string describe(const op_request& op) {
   return out + ")";
 }
 
+const char* to_string(driver_kind who) noexcept {
+  switch (who) {
+    case driver_kind::caller: return "caller";
+    case driver_kind::op_thread: return "op thread";
+    case driver_kind::actor: return "actor";
+  }
+  return "unknown";
+}
+
 } // namespace mccl

@@ -1,6 +1,6 @@
 #pragma once
-/// What a caller asked for: one op with its buffers. Shared by the public
-/// API, the progress actor and the collective actors.
+/// What a caller asked for: one op with its buffers, and how its end is
+/// reported back (op_completion). Shared by the public API and the engine.
 ///
 /// Counts follow NCCL's conventions: `count` is per rank where an op moves
 /// one block per rank (allgather: send holds count, recv count * world;
@@ -9,9 +9,10 @@
 /// (and alltoallv the receive side in `recv_counts`); blocks are contiguous
 /// in rank order.
 
-#include "actors/work.hpp"
+#include "config/error.hpp"
 #include "reducers/reduce.hpp"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -69,6 +70,33 @@ struct op_signature {
   bool operator!=(const op_signature& o) const noexcept { return !(*this == o); }
 };
 
+/// Which thread moved an op's bytes when it completed: the thread that
+/// issued or waited for it, the communicator's op thread, or the progress
+/// actor on a CAF worker (whoever leads the engine, collectives/engine.hpp).
+enum class driver_kind : uint8_t { caller, op_thread, actor };
+
+/// "caller", "op thread", "actor".
+const char* to_string(driver_kind who) noexcept;
+
+/// How an op ended, as the engine reports it to the op's owner.
+struct op_report {
+  errc code = errc::none;
+  std::string message;   ///< empty on success; names op, seq, step and peer otherwise
+  std::string algorithm; ///< the algorithm that ran it ("" if none did)
+  uint64_t seq = 0;      ///< sequence number (message number for send)
+  std::size_t bytes = 0; ///< the size the algorithm was chosen by
+  std::chrono::nanoseconds duration{0}; ///< from the engine starting it to its end
+  driver_kind driver = driver_kind::caller;
+};
+
+/// The owner of an op (the caller's Work) is told once how it ended, after
+/// no mccl thread refers to its buffers any more.
+class op_completion {
+public:
+  virtual ~op_completion() = default;
+  virtual void complete(op_report report) = 0;
+};
+
 struct op_request {
   op_kind kind = op_kind::allreduce;
   const void* send = nullptr; ///< input (null where an op has none on this rank)
@@ -81,10 +109,12 @@ struct op_request {
   std::vector<std::size_t> counts;      ///< v-variants: per-rank counts
   std::vector<std::size_t> recv_counts; ///< alltoallv: what each rank sends us
   std::string name;           ///< custom: the registered collective's name
-  std::string algorithm;      ///< chosen by the progress actor
   uint64_t seq = 0;           ///< wire sequence (collectives) or message number (send)
   uint64_t id = 0;            ///< unique per communicator, for bookkeeping
-  std::shared_ptr<work_state> work;
+  /// Which driver should move it when its caller does not (the op thread
+  /// or the progress actor), by size: see actors/comm_driver.hpp.
+  driver_kind background = driver_kind::op_thread;
+  std::shared_ptr<op_completion> done;
 
   bool is_v() const noexcept { return !counts.empty(); }
   std::size_t elem_size() const noexcept { return dtype_size(type); }

@@ -36,7 +36,7 @@ void op_session::start_op() {
     landing_->close_additions();
 }
 
-void op_session::deliver(actors::rx_chunk& c) {
+void op_session::deliver(transport::received_frame& c) {
   guarded([&] {
     if (!p2p()) {
       auto mismatch = check_signature(c.header, c.peer);
@@ -96,26 +96,23 @@ void op_session::send_frame(int peer, uint32_t step, uint32_t chunk, const void*
   if (peer < 0 || peer >= args_.world || peer == args_.rank)
     throw error(errc::internal, "algorithm " + algorithm_name_ + " sends to invalid rank "
                                   + std::to_string(peer));
-  actors::tx_request req;
-  req.header.kind = wire::frame_kind::data;
-  req.header.comm_id = comm_id_;
-  req.header.seq = args_.op.seq;
-  req.header.step = step;
-  req.header.chunk = chunk;
-  req.header.op_desc = pack_desc(signature_);
-  req.header.op_arg = signature_.arg;
-  req.header.op_count = block_bytes;
-  req.header.flags = flags;
+  wire::frame_header h;
+  h.kind = wire::frame_kind::data;
+  h.comm_id = comm_id_;
+  h.seq = args_.op.seq;
+  h.step = step;
+  h.chunk = chunk;
+  h.op_desc = pack_desc(signature_);
+  h.op_arg = signature_.arg;
+  h.op_count = block_bytes;
+  h.flags = flags;
   if (p2p()) {
-    req.header.flags = wire::flag_p2p;
-    req.header.aux = args_.op.tag;
-    req.header.op_count = args_.op.bytes();
+    h.flags = wire::flag_p2p;
+    h.aux = args_.op.tag;
+    h.op_count = args_.op.bytes();
   }
-  req.data = static_cast<const uint8_t*>(data);
-  req.len = bytes;
-  req.peer = peer;
   ++outstanding_sends_;
-  emit(std::move(req));
+  emit(peer, h, static_cast<const uint8_t*>(data), bytes);
 }
 
 void op_session::finish() {

@@ -1,8 +1,6 @@
 #pragma once
-/// One op's conversation with its peers, whoever moves its bytes: a
-/// collective actor (collective_actor.hpp) or the caller's thread on the
-/// inline path (actors/inline_path.hpp). Both run the very same frames, so a
-/// rank running an op inline interoperates with a peer running it as actors.
+/// One op's conversation with its peers, as the engine (engine.hpp) runs
+/// it, whichever thread drives the engine.
 ///
 /// The session hosts the algorithm (collective.hpp) and implements the
 /// protocol around it: every outgoing frame carries the op's signature and
@@ -12,8 +10,8 @@
 /// the algorithm finished, every send has left the caller's buffer and every
 /// ack is in.
 
-#include "actors/messages.hpp"
 #include "collectives/registry.hpp"
+#include "transport/received_frame.hpp"
 
 #include <memory>
 #include <string>
@@ -30,7 +28,7 @@ public:
   /// Creates and starts the algorithm.
   void start_op();
   /// A data frame of this op from a peer.
-  void deliver(actors::rx_chunk& c);
+  void deliver(transport::received_frame& f);
   /// One of this op's frames has fully left (its memory may be reused).
   void frame_sent(int peer, uint32_t step, uint32_t chunk);
 
@@ -52,12 +50,13 @@ public:
   landing_map* landing() override { return landing_.get(); }
 
 protected:
-  /// Queue one frame for req.peer; report it with frame_sent() once written.
-  virtual void emit(actors::tx_request req) = 0;
+  /// Queue data frame `h` (payload `data`, `len` bytes) for `peer`; report
+  /// it with frame_sent() once it has left.
+  virtual void emit(int peer, const wire::frame_header& h, const uint8_t* data, std::size_t len) = 0;
   /// The outcome, exactly once; message is empty on success.
   virtual void report(errc code, std::string message) = 0;
-  /// Where links may receive this op's chunks in place (set before
-  /// start_op() by a host whose links know the map).
+  /// Where channels may receive this op's chunks in place (set before
+  /// start_op() by a host that offers receive in place).
   std::shared_ptr<landing_map> landing_;
 
 private:

@@ -1,16 +1,16 @@
 // Tagged send / recv between ranks in one process, over the simulated
 // network, under CAF's deterministic test coordinator (see sim_world.hpp).
 //
-// Matching rule (link_actor.hpp): a receive for tag t from rank s takes the
-// lowest-numbered message with tag t that s sent us, once every message s
-// sent us before it has been seen: per tag, messages are received in the
-// order they were sent (MPI's non-overtaking rule), whatever the order their
-// frames arrive in. Each send is its own collective actor, so a rank's
-// sends may reach its link, and the wire, in any order; the tests put them
-// on the wire newest first (settle_newest_collective_first), run actors in
-// random order, and deliver bytes in several orders, byte by byte included.
-// Some receives are posted before any byte moves, others only after every
-// message has arrived (and waits as unexpected).
+// Matching rule (collectives/p2p_matcher.hpp): a receive for tag t from
+// rank s takes the lowest-numbered message with tag t that s sent us, once
+// every message s sent us before it has been seen: per tag, messages are
+// received in the order they were sent (MPI's non-overtaking rule). Here
+// the ranks' engines run the rule end to end, with their progress actors
+// in random order and bytes delivered in several orders, byte by byte
+// included; frames of a later message arriving first are covered frame by
+// frame in tests/unit/p2p_matcher_test.cpp. Some receives are posted before
+// any byte moves, others only after every message has arrived (and waits
+// as unexpected).
 
 #include "reducers/dtype.hpp"
 
@@ -95,9 +95,7 @@ enum class order {
   random_2,
   random_3,
   highest_pipe_first,
-  reversed_sends,              ///< sends on the wire newest first, round robin
-  reversed_sends_byte_by_byte, ///< the same, one byte at a time
-  random_actors_1,             ///< random actor interleaving, random deliveries
+  random_actors_1, ///< random actor interleaving, random deliveries
   random_actors_2,
 };
 
@@ -109,8 +107,6 @@ const char* name_of(order o) {
     case order::random_2: return "Random2";
     case order::random_3: return "Random3";
     case order::highest_pipe_first: return "HighestPipeFirst";
-    case order::reversed_sends: return "ReversedSends";
-    case order::reversed_sends_byte_by_byte: return "ReversedSendsByteByByte";
     case order::random_actors_1: return "RandomActorOrder1";
     case order::random_actors_2: return "RandomActorOrder2";
   }
@@ -132,7 +128,6 @@ TEST_P(P2PMatchingSim, PerTagInSendOrderWhateverTheArrivalOrder) {
   auto& w = make_world(world, sim_config());
 
   delivery_policy policy;
-  bool reversed = false;
   switch (o) {
     case order::round_robin: policy = round_robin(); break;
     case order::byte_by_byte: policy = byte_by_byte(); break;
@@ -140,14 +135,6 @@ TEST_P(P2PMatchingSim, PerTagInSendOrderWhateverTheArrivalOrder) {
     case order::random_2: policy = random_order(2); break;
     case order::random_3: policy = random_order(3); break;
     case order::highest_pipe_first: policy = highest_pipe_first(); break;
-    case order::reversed_sends:
-      reversed = true;
-      policy = round_robin();
-      break;
-    case order::reversed_sends_byte_by_byte:
-      reversed = true;
-      policy = byte_by_byte();
-      break;
     case order::random_actors_1:
       w.set_random_actor_order(1);
       policy = random_order(11);
@@ -181,10 +168,7 @@ TEST_P(P2PMatchingSim, PerTagInSendOrderWhateverTheArrivalOrder) {
       post(j);
       early.push_back(recv_works[j]);
     }
-  if (reversed)
-    ASSERT_TRUE(w.settle_newest_collective_first());
-  else
-    ASSERT_TRUE(w.settle());
+  ASSERT_TRUE(w.settle());
 
   // Phase 1: the early receives complete.
   ASSERT_TRUE(w.drive(early, policy)) << policy.name;
@@ -238,7 +222,6 @@ INSTANTIATE_TEST_SUITE_P(
   ::testing::Combine(::testing::Values(2, 3),
                      ::testing::Values(order::round_robin, order::byte_by_byte, order::random_1,
                                        order::random_2, order::random_3, order::highest_pipe_first,
-                                       order::reversed_sends, order::reversed_sends_byte_by_byte,
                                        order::random_actors_1, order::random_actors_2)),
   p2p_param_name);
 
@@ -280,34 +263,6 @@ TEST_F(P2POrderSim, InOrderTheFirstFrameCompletesTheReceive) {
   ASSERT_TRUE(works[2]->done());
   EXPECT_EQ(outcome(works[2]), "ok");
   EXPECT_TRUE(*got == *a);
-}
-
-// Message 1 reaches the wire (and rank 1) first. It has the receive's tag,
-// but message 0 has not been seen, so it must wait; when message 0 arrives
-// the receive takes message 0. A second receive then takes message 1.
-TEST_F(P2POrderSim, ALaterMessageArrivingFirstDoesNotOvertake) {
-  auto& w = make_world(2, sim_config());
-  std::vector<int32_t>* got = nullptr;
-  auto works = start(w, got);
-  ASSERT_TRUE(w.settle_newest_collective_first());
-  ASSERT_EQ(w.net().in_flight(0, 1), 2 * frame);
-  EXPECT_EQ(w.net().deliver(0, 1, frame), frame);
-  ASSERT_TRUE(w.settle());
-  EXPECT_FALSE(works[2]->done()) << "the receive took message 1 before message 0 was seen: "
-                                 << outcome(works[2]);
-  EXPECT_EQ(w.net().deliver(0, 1, frame), frame);
-  ASSERT_TRUE(w.settle());
-  ASSERT_TRUE(works[2]->done());
-  EXPECT_EQ(outcome(works[2]), "ok");
-  EXPECT_TRUE(*got == *a) << "first element " << got->front();
-  auto& got2 = w.alloc<int32_t>(10, -1);
-  auto r2 = w.recv(1, got2.data(), 10, dtype::int32, 0, 5);
-  ASSERT_TRUE(w.settle());
-  ASSERT_TRUE(r2->done());
-  EXPECT_EQ(outcome(r2), "ok");
-  EXPECT_TRUE(got2 == *b) << "first element " << got2.front();
-  EXPECT_EQ(outcome(works[0]), "ok");
-  EXPECT_EQ(outcome(works[1]), "ok");
 }
 
 // A receive posted while its message is half way: the first chunk has

@@ -1,22 +1,23 @@
 #pragma once
 /// N ranks of mccl in one process, over the simulated network
-/// (transport/sim/sim_network.hpp), run by CAF's deterministic test coordinator.
+/// (transport/sim/sim_network.hpp), run by CAF's deterministic test
+/// coordinator: the production engine, actors and wiring.
 ///
-/// Per rank: a watchdog actor, a progress actor and one link actor per peer
-/// over sim_network::mesh(N), wired as actors/communicator.cpp wires them
-/// (the links vector is the progress actor's first message; ops are
-/// submitted to the progress actor as op_ptrs carrying a work_state). Nothing
-/// moves unless the test delivers bytes and runs the scheduler, so every
-/// interleaving is one the test chose:
+/// Per rank: a watchdog actor and a comm_core (actors/comm_core.hpp: the
+/// engine over the rank's connections of sim_network::mesh(N), its progress
+/// and link actors), exactly as a communicator builds it, with the op
+/// thread and the calling-thread path off (MCCL_OP_THREAD_BYTES=0,
+/// MCCL_INLINE_BYTES=0): every op is driven by its rank's progress actor,
+/// so nothing moves unless the test delivers bytes and runs the scheduler,
+/// and every interleaving is one the test chose:
 ///
 /// - delivery: a delivery_policy picks the next pipe and how many of its
 ///   in-flight bytes become readable (round robin, seeded random with random
 ///   amounts that split headers, starving one pipe, byte by byte);
 /// - actors: settle() runs the scheduler to quiescence, FIFO (sched.run())
 ///   or, with set_random_actor_order(seed), one message at a time by a
-///   randomly chosen actor; settle_newest_collective_first() starts ops
-///   submitted together newest first (a rank's sends hit the wire in
-///   reverse);
+///   randomly chosen actor (the ranks' progress actors interleave at
+///   random);
 /// - drive(works, policy): "while a work is not done: deliver by the policy,
 ///   settle()", bounded: a stall (nothing in flight, work not done) or too
 ///   many rounds fails the test instead of hanging.
@@ -24,24 +25,23 @@
 /// Include this header LAST (it includes caf_gtest_dsl.hpp, which defines
 /// function-like macros named expect, allow, inject).
 ///
-/// Pitfalls (see link_actor_sim_test.cpp): drive the scheduler with
-/// sched.run(), never the fixture's run() (a live link re-arms its heartbeat
-/// timer for ever); the buffer pool and the network must outlive the actor
-/// system (sim_env is a base listed before test_coordinator_fixture); links
-/// run with spin 0 (they park at once and move only on notifications).
-/// Buffers handed to ops are allocated from the sim_world (alloc()), so
-/// they outlive the actors that may still point into them: the world shuts
-/// every actor down before it frees them.
+/// Pitfalls: drive the scheduler with sched.run(), never the fixture's
+/// run() (a live link re-arms its heartbeat timer for ever); the buffer pool
+/// and the network must outlive the actor system (sim_env is a base listed
+/// before test_coordinator_fixture); the engine parks at once (MCCL_SPIN_US
+/// 0) and moves only on notifications. Buffers handed to ops are allocated
+/// from the sim_world (alloc()), so they outlive the engines that may still
+/// point into them: the world finalizes every rank before it frees them.
 ///
-/// Timers never fire while a test runs (only the fixture's destructor fires
-/// what is left), so heartbeats and op deadlines are not exercised here.
+/// Timers fire only when a test advances the virtual clock
+/// (sched.advance_time): heartbeats, deadlines and liveness verdicts run
+/// on that clock then (see liveness_sim_test.cpp).
 
-#include "transport/buffer_pool.hpp"
-#include "actors/link_actor.hpp"
+#include "actors/comm_core.hpp"
 #include "actors/messages.hpp"
-#include "actors/progress_actor.hpp"
 #include "actors/watchdog_actor.hpp"
 #include "actors/work.hpp"
+#include "transport/buffer_pool.hpp"
 #include "collectives/op.hpp"
 #include "collectives/registry.hpp"
 #include "config/algo_spec.hpp"
@@ -79,17 +79,20 @@ using work_ptr = std::shared_ptr<work_state>;
 /// received chunk, the network owns the pipes. List it as a base before
 /// test_coordinator_fixture, so it is destroyed after it.
 struct sim_env {
-  buffer_pool pool;
+  transport::buffer_pool pool;
   sim_network net;
 };
 
 /// Defaults with what these tests need: small chunks (a transfer spans
-/// several), CRC on every chunk, links that park at once, timers that never
-/// fire during a test.
+/// several), CRC on every chunk, an engine that parks at once and is driven
+/// by the progress actor only, timers far apart (a test that advances the
+/// clock sets its own intervals).
 inline config sim_config(const std::string& algo = {}, std::size_t chunk_bytes = 4096) {
   auto cfg = resolve_config({}, {});
   cfg.chunk_bytes = chunk_bytes;
   cfg.spin = 0us;
+  cfg.inline_bytes = 0;
+  cfg.op_thread_bytes = 0;
   cfg.timeout = std::chrono::hours(1);
   cfg.heartbeat = std::chrono::hours(1);
   cfg.transport_crc = true;
@@ -221,38 +224,18 @@ public:
     register_builtin_algorithms();
     validate_algo_spec(cfg_);
     auto mesh = env_.net.mesh(world_);
-    links_.resize(static_cast<std::size_t>(world_));
     for (int r = 0; r < world_; ++r) {
-      watchdogs_.push_back(sys_.spawn<actors::watchdog_actor>());
-      actors::progress_init pi;
-      pi.rank = r;
-      pi.world = world_;
-      pi.comm_id = comm_id;
-      pi.cfg = cfg_;
-      pi.watchdog = watchdogs_.back();
-      progress_.push_back(sys_.spawn<actors::progress_actor>(pi));
-      auto& links = links_[static_cast<std::size_t>(r)];
-      links.resize(static_cast<std::size_t>(world_));
-      for (int peer = 0; peer < world_; ++peer) {
-        if (peer == r)
-          continue;
-        actors::link_init li;
-        li.rank = r;
-        li.peer = peer;
-        li.comm_id = comm_id;
-        li.conn = std::move(mesh[static_cast<std::size_t>(r)][static_cast<std::size_t>(peer)]);
-        li.progress = progress_.back();
-        li.pool = &env_.pool;
-        li.crc = cfg_.transport_crc;
-        li.spin = 0us; // park at once: progress only through notifications
-        li.heartbeat = cfg_.heartbeat;
-        li.max_payload = static_cast<uint32_t>(std::min<std::size_t>(
-          std::max(cfg_.chunk_bytes, cfg_.small_msg_threshold), wire::max_payload_limit));
-        links[static_cast<std::size_t>(peer)] = sys_.spawn<actors::link_actor>(std::move(li));
-      }
-      // The progress actor's first message, before any submit (as in
-      // communicator.cpp).
-      caf::anon_send(progress_.back(), links);
+      watchdogs_.push_back(actors::spawn_watchdog_actor(sys_));
+      actors::comm_core_init ci;
+      ci.rank = r;
+      ci.world = world_;
+      ci.comm_id = comm_id;
+      ci.cfg = cfg_;
+      ci.conns = std::move(mesh[static_cast<std::size_t>(r)]);
+      ci.system = &sys_;
+      ci.pool = &env_.pool;
+      ci.watchdog = watchdogs_.back();
+      cores_.push_back(actors::comm_core::create(std::move(ci)));
     }
     settle();
   }
@@ -266,9 +249,12 @@ public:
   const config& cfg() const { return cfg_; }
   sim_network& net() { return env_.net; }
   caf::scheduler::test_coordinator& sched() { return sched_; }
-  const caf::actor& progress(int rank) const { return progress_.at(static_cast<std::size_t>(rank)); }
-  const caf::actor& link(int rank, int peer) const {
-    return links_.at(static_cast<std::size_t>(rank)).at(static_cast<std::size_t>(peer));
+  actors::comm_core& core(int rank) { return *cores_.at(static_cast<std::size_t>(rank)); }
+  const actors::progress_handle& progress(int rank) const {
+    return cores_.at(static_cast<std::size_t>(rank))->progress_actor();
+  }
+  const actors::link_handle& link(int rank, int peer) const {
+    return cores_.at(static_cast<std::size_t>(rank))->link_actors().at(static_cast<std::size_t>(peer));
   }
 
   /// A buffer that lives as long as this world (longer than every actor).
@@ -282,13 +268,13 @@ public:
 
   // ---- ops ----------------------------------------------------------------------
 
-  /// Hands `req` to rank's progress actor with a fresh work_state (as
+  /// Submits `req` on `rank` with a fresh work_state (as
   /// communicator::impl::submit does); the op starts at the next settle().
   work_ptr submit(int rank, op_request req) {
     auto op = std::make_shared<op_request>(std::move(req));
-    op->work = std::make_shared<work_state>(cfg_.timeout);
-    auto w = op->work;
-    caf::anon_send(progress(rank), actors::submit_atom::value, std::move(op));
+    auto w = std::make_shared<work_state>(cfg_.timeout, op->kind == op_kind::custom ? op->name
+                                                                                   : to_string(op->kind));
+    core(rank).submit(std::move(op), w);
     return w;
   }
 
@@ -353,39 +339,6 @@ public:
         sched_.run_once();
         ++n;
       }
-    }
-    if (sched_.has_job()) {
-      ADD_FAILURE() << "the actors did not quiesce within " << max_messages_per_settle
-                    << " messages (a livelock?)";
-      return false;
-    }
-    return true;
-  }
-
-  /// Like settle() (FIFO), but progress actors go first (so every op
-  /// submitted so far has its collective actor), and then, whenever
-  /// collective actors have mail, the one queued most recently goes first:
-  /// ops submitted together start in the reverse of their submission order,
-  /// so a rank's sends reach its link (and the wire) newest first.
-  bool settle_newest_collective_first() {
-    std::size_t n = 0;
-    auto named = [](caf::resumable* job, const char* name) {
-      auto a = dynamic_cast<caf::local_actor*>(job);
-      return a && std::strcmp(a->name(), name) == 0;
-    };
-    while (sched_.has_job() && n++ < max_messages_per_settle) {
-      auto& jobs = sched_.jobs;
-      auto pick = std::find_if(jobs.begin(), jobs.end(),
-                               [&](caf::resumable* j) { return named(j, "mccl.progress"); });
-      if (pick == jobs.end()) {
-        auto last = std::find_if(jobs.rbegin(), jobs.rend(),
-                                 [&](caf::resumable* j) { return named(j, "mccl.collective"); });
-        if (last != jobs.rend())
-          pick = std::prev(last.base());
-      }
-      if (pick != jobs.end() && pick != jobs.begin())
-        std::rotate(jobs.begin(), pick, std::next(pick));
-      sched_.run_once();
     }
     if (sched_.has_job()) {
       ADD_FAILURE() << "the actors did not quiesce within " << max_messages_per_settle
@@ -484,10 +437,10 @@ public:
 
   // ---- teardown -----------------------------------------------------------------
 
-  /// Finalizes every rank (shutdown_atom to the progress actors: links say
-  /// BYE and quit, ops still in flight fail), then ends whatever is left, so
-  /// that the fixture's destructor (which fires timers until none is left)
-  /// returns. Idempotent; the destructor calls it.
+  /// Finalizes every rank (each engine fails what is in flight, says BYE
+  /// and closes; its actors stop), then ends whatever is left, so that the
+  /// fixture's destructor (which fires timers until none is left) returns.
+  /// Idempotent; the destructor calls it.
   void shutdown() {
     if (down_)
       return;
@@ -498,14 +451,9 @@ public:
     // the test.
     auto level = log::level();
     log::set_level(log_level::off);
-    for (auto& p : progress_)
-      caf::anon_send(p, actors::shutdown_atom::value);
+    for (auto& c : cores_)
+      c->finalize(std::chrono::milliseconds(0), false);
     sched_.run(max_messages_per_settle);
-    // Finalize may wait for frames the test left in the network (a peer's
-    // last CRC acks, at most 500 ms) and failed ops wait for their links to
-    // confirm the abort: let the bytes through and fire those timers, so
-    // every op completes and its collective actor quits before the rest is
-    // killed (a collective left waiting would keep its links alive).
     for (int round = 0; round < 16; ++round) {
       auto moved = env_.net.deliver_all();
       auto fired = sched_.trigger_timeouts();
@@ -513,17 +461,10 @@ public:
         break;
       sched_.run(max_messages_per_settle);
     }
-    for (auto& links : links_)
-      for (auto& l : links)
-        if (l)
-          caf::anon_send_exit(l, caf::exit_reason::user_shutdown);
-    for (auto& p : progress_)
-      caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
     for (auto& w : watchdogs_)
       caf::anon_send(w, actors::shutdown_atom::value);
     sched_.run(max_messages_per_settle);
-    links_.clear();
-    progress_.clear();
+    cores_.clear();
     watchdogs_.clear();
     log::set_level(level);
   }
@@ -534,14 +475,13 @@ private:
   sim_env& env_;
   int world_;
   config cfg_;
-  std::vector<caf::actor> watchdogs_;
-  std::vector<caf::actor> progress_;
-  std::vector<std::vector<caf::actor>> links_; ///< [rank][peer]
+  std::vector<actors::watchdog_handle> watchdogs_;
+  std::vector<std::shared_ptr<actors::comm_core>> cores_;
   std::shared_ptr<std::mt19937_64> actor_rng_;
   std::size_t deliveries_ = 0;
   bool down_ = false;
   // Declared last, destroyed first... after the destructor body has shut
-  // every actor down.
+  // every rank down.
   std::deque<std::unique_ptr<detail::any_buffer>> buffers_;
 };
 

@@ -1,9 +1,10 @@
-// The inline path (actors/inline_path.hpp): small collectives run on the
-// calling thread when nothing else is in flight. These tests check when it
-// is taken, that it interoperates with peers running the same op on the
-// actor path, that frames of neighbouring ops are never lost or mixed up
-// when the two paths alternate, and that its waits end on abort, on a
-// departed peer and on a desync.
+// Small collectives run to their end inside the call, on the calling
+// thread (MCCL_INLINE_BYTES, actors/comm_core.hpp). These tests check when
+// that happens, that ranks with different settings (one never drives an op
+// in the call, its ops move through the progress actor or its wait())
+// interoperate, that frames of neighbouring ops are never lost or mixed up
+// whoever drives them, and that the waits end on abort, on a departed peer
+// and on a desync.
 
 #include "rank_threads.hpp"
 
@@ -27,7 +28,7 @@ mccl::config_overrides with_op_thread() {
   return o;
 }
 
-/// Larger ops on the actors, so these tests see the two paths side by side.
+/// Larger ops driven by the progress actor when nobody waits for them.
 mccl::config_overrides settings() {
   auto o = with_op_thread();
   o.set("MCCL_OP_THREAD_BYTES", 0);
@@ -39,6 +40,13 @@ mccl::config_overrides actors_only() {
   o.set("MCCL_INLINE_BYTES", 0);
   o.set("MCCL_OP_THREAD_BYTES", 0);
   return o;
+}
+
+/// Polls until `w` is done, without driving it (bounded).
+bool done_without_waiting(const mccl::work& w) {
+  for (int i = 0; i < 10000 && !w.test(); ++i)
+    std::this_thread::sleep_for(1ms);
+  return w.test();
 }
 
 /// Every rank contributes (rank + 1) * (i + 1) + k at element k, so a frame
@@ -80,19 +88,26 @@ TEST(InlinePath, SmallOpsRunOnTheCallingThreadWhenNothingElseIsInFlight) {
     }
     EXPECT_GT(inline_runs, 0);
 
-    // Above MCCL_INLINE_BYTES (64K here): the actors run it.
+    // Above MCCL_INLINE_BYTES (64K here) the call returns at once; with the
+    // op thread off and nobody waiting, the progress actor moves it.
+    if (comm.rank() == 1)
+      std::this_thread::sleep_for(50ms); // rank 0's call must not wait for this
     auto big = comm.allreduce(large.data(), large.size());
+    if (comm.rank() == 0)
+      EXPECT_FALSE(big.test()) << "the call ran the op although it is above MCCL_INLINE_BYTES";
+    ASSERT_TRUE(done_without_waiting(big));
     big.wait();
     EXPECT_FALSE(big.metrics().inline_run);
+    EXPECT_EQ(big.metrics().driver, mccl::driver_kind::actor);
     EXPECT_EQ(large[12345], 2.0f);
 
-    // While an op is in flight a small one queues behind it, asynchronously.
+    // While a large op is in flight a small one is numbered after it and
+    // moves with it (whoever drives the engine drives both).
     std::fill(small.begin(), small.end(), 2.0f);
     auto first = comm.allreduce(large.data(), large.size());
     auto second = comm.allreduce(small.data(), small.size());
     first.wait();
     second.wait();
-    EXPECT_FALSE(second.metrics().inline_run);
     EXPECT_EQ(small[0], 4.0f);
     EXPECT_EQ(large[0], 4.0f);
     EXPECT_EQ(second.metrics().seq, first.metrics().seq + 1);
@@ -103,15 +118,21 @@ TEST(InlinePath, CanBeTurnedOff) {
   mccl::runtime rt;
   run_ranks(rt, 2, actors_only(), [](mccl::communicator& comm) {
     float x = 1;
+    if (comm.rank() == 1)
+      std::this_thread::sleep_for(50ms);
     auto w = comm.allreduce(&x, 1);
-    w.wait();
+    if (comm.rank() == 0)
+      EXPECT_FALSE(w.test()) << "MCCL_INLINE_BYTES=0, yet the call ran the op";
+    ASSERT_TRUE(done_without_waiting(w));
     EXPECT_FALSE(w.metrics().inline_run);
+    EXPECT_EQ(w.metrics().driver, mccl::driver_kind::actor);
     EXPECT_EQ(x, 2.0f);
   });
 }
 
-TEST(InlinePath, InteroperatesWithPeersOnTheActorPath) {
-  // Rank 1 runs everything on actors; ranks 0 and 2 inline where they can.
+TEST(InlinePath, InteroperatesWithPeersThatNeverRunOpsInTheCall) {
+  // Rank 1 runs no op inside the call (its waits and its progress actor
+  // move them); ranks 0 and 2 run small ones in the call.
   // Every op kind, alternating with large ops, many times over.
   mccl::runtime rt;
   constexpr int world = 3;
@@ -125,8 +146,6 @@ TEST(InlinePath, InteroperatesWithPeersOnTheActorPath) {
                 auto w = comm.allreduce(v.data(), n);
                 w.wait();
                 inline_seen |= w.metrics().inline_run;
-                if (r == 1)
-                  EXPECT_FALSE(w.metrics().inline_run);
                 for (std::size_t k = 0; k < n; k += 13)
                   ASSERT_EQ(v[k], expected_sum(world, i, k)) << "iteration " << i << " element " << k;
 
@@ -152,8 +171,8 @@ TEST(InlinePath, LargeOpsReadTheirPayloadsStraightToWhereTheyGo) {
   // Frames of 32 KiB and more are read straight into the caller's buffer
   // (broadcast, allgather: receive in place) or into pooled memory
   // (allreduce), not through the connection's receive buffer. Odd sizes, so
-  // a frame rarely ends where a read does; rank 2 runs everything on the
-  // actor path, so both paths' frames meet.
+  // a frame rarely ends where a read does; rank 2's progress actor moves
+  // what its waits do not.
   mccl::runtime rt;
   constexpr int world = 3;
   run_ranks(rt, world, [](int r) { return r == 2 ? actors_only() : with_op_thread(); },
@@ -216,9 +235,9 @@ TEST(InlinePath, LargeFramesOfTheNextOpWaitForIt) {
 }
 
 TEST(InlinePath, AsyncAndInlineOpsAlternateWithoutMixingFrames) {
-  // Some iterations issue two ops back to back without waiting (the second
-  // goes to the actors), others one small op (inline): a rank that runs
-  // ahead leaves frames of the next op in the other's connection.
+  // Some iterations issue two ops back to back without waiting, others one
+  // small op (run in the call): a rank that runs ahead leaves frames of the
+  // next op in the other's connection.
   mccl::runtime rt;
   run_ranks(rt, 2, settings(), [](mccl::communicator& comm) {
     int r = comm.rank();

@@ -137,8 +137,8 @@ class RecoveryTest(unittest.TestCase):
         err = rank0.output("stderr")
         self.assertIn("flight recorder of rank 0", err)
         # The failed op is in the dump, after the ones that completed.
-        self.assertRegex(err, rf"allreduce seq {seq}, \d+ B, \S+( \(inline\))?: (failed|aborted) after")
-        self.assertRegex(err, rf"allreduce seq {seq - 1}, \d+ B, \S+( \(inline\))?: done after")
+        self.assertRegex(err, rf"allreduce seq {seq}, \d+ B, \S+ \(driven by the (caller|op thread|actor)\): (failed|aborted) after")
+        self.assertRegex(err, rf"allreduce seq {seq - 1}, \d+ B, \S+ \(driven by the (caller|op thread|actor)\): done after")
 
     # -- desync -------------------------------------------------------------
 

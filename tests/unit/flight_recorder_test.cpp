@@ -1,13 +1,14 @@
 // The flight recorder keeps the last N ops with their state, tracks the
 // last enqueued and completed sequence numbers beyond its window, and dumps
 // one readable line per op.
-#include "actors/flight_recorder.hpp"
+#include "collectives/flight_recorder.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-using mccl::actors::flight_recorder;
+using mccl::flight_recorder;
+using mccl::driver_kind;
 
 namespace {
 
@@ -33,7 +34,7 @@ TEST(FlightRecorder, KeepsTheLastNOpsOldestFirst) {
   auto text = rec.dump(1, 9, "test");
   EXPECT_EQ(lines(text), 3u) << text;
   EXPECT_EQ(text.find("seq 1,"), std::string::npos) << text;
-  auto s2 = text.find("allreduce seq 2, 1024 B, ring: done after");
+  auto s2 = text.find("allreduce seq 2, 1024 B, ring (driven by the op thread): done after");
   auto s4 = text.find("allreduce seq 4,");
   ASSERT_NE(s2, std::string::npos) << text;
   ASSERT_NE(s4, std::string::npos) << text;
@@ -77,17 +78,18 @@ TEST(FlightRecorder, FirstOutcomeSticksAndAbortMarksRunningOps) {
   rec.abort_running();
   rec.ended(running, flight_recorder::state::done);
   auto text = rec.dump(0, 0, "x");
-  EXPECT_NE(text.find("seq 0, 1024 B, ring: failed after"), std::string::npos) << text;
-  EXPECT_NE(text.find("seq 1, 1024 B, ring: aborted after"), std::string::npos) << text;
+  EXPECT_NE(text.find("seq 0, 1024 B, ring (driven by the op thread): failed after"), std::string::npos) << text;
+  EXPECT_NE(text.find("seq 1, 1024 B, ring (driven by the op thread): aborted after"), std::string::npos) << text;
   EXPECT_EQ(rec.last_completed_seq(), std::nullopt);
 }
 
 TEST(FlightRecorder, RunningOpsShowHowLongTheyRun) {
   flight_recorder rec(4);
   auto info = collective(3);
-  info.inline_run = true;
+  info.driver = driver_kind::caller;
   rec.started(info);
-  EXPECT_NE(rec.dump(0, 0, "x").find("seq 3, 1024 B, ring (inline): running for"), std::string::npos);
+  EXPECT_NE(rec.dump(0, 0, "x").find("seq 3, 1024 B, ring (driven by the caller): running for"),
+            std::string::npos);
 }
 
 TEST(FlightRecorder, ZeroCapacityKeepsNothing) {

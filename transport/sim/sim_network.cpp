@@ -164,13 +164,13 @@ public:
       if (want_write) {
         auto& out = st_->pipe(self_, peer_);
         if (!out.write_ready()) {
-          out.on_writable.push_back(std::move(ready));
+          out.on_writable.assign(1, std::move(ready)); // one per direction: it replaces the last
           return;
         }
       } else {
         auto& in = st_->pipe(peer_, self_);
         if (!in.read_ready()) {
-          in.on_readable.push_back(std::move(ready));
+          in.on_readable.assign(1, std::move(ready)); // one per direction: it replaces the last
           return;
         }
       }

@@ -38,7 +38,8 @@
 /// on a locally closed end). Otherwise cb is stored and invoked by the call
 /// that makes the condition true (deliver, close, break_link, a read that
 /// frees space, set_capacity), on that caller's thread. Each callback runs
-/// once. close() runs the closing end's stored callbacks too (cancelling
+/// once; a stored one is replaced by the next request for the same
+/// direction, as connection.hpp says. close() runs the closing end's stored callbacks too (cancelling
 /// them, as connection::close documents), which also releases what they
 /// hold.
 ///

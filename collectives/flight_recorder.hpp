@@ -4,9 +4,9 @@
 /// communicator aborts or an op times out the log shows what led up to it,
 /// not only the op that failed. N is MCCL_FLIGHT_RECORDER; 0 turns it off.
 ///
-/// Thread-safe: the progress actor records the ops it runs, the caller's
-/// thread the ops that run inline; one mutex, a few hundred nanoseconds per
-/// op.
+/// Thread-safe: the engine's leader records ops as they start and end,
+/// dumps come from the control plane; one mutex, a few hundred nanoseconds
+/// per op.
 
 #include "collectives/op.hpp"
 
@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-namespace mccl::actors {
+namespace mccl {
 
 class flight_recorder {
 public:
@@ -30,7 +30,7 @@ public:
     uint64_t seq = 0;       ///< that sequence number (collectives only)
     std::size_t bytes = 0;
     std::string algorithm;
-    bool inline_run = false;
+    driver_kind driver = driver_kind::op_thread; ///< who drove the engine when it started
   };
 
   explicit flight_recorder(std::size_t capacity) : capacity_(capacity) {}
@@ -78,9 +78,9 @@ private:
 
 /// What the recorder keeps of `op` (numbered already) on a world of `world`.
 flight_recorder::op_info recorded_op(const op_request& op, int world, const std::string& algorithm,
-                                     bool inline_run);
+                                     driver_kind driver);
 
 /// "running", "done", "failed", "aborted".
 const char* to_string(flight_recorder::state s) noexcept;
 
-} // namespace mccl::actors
+} // namespace mccl

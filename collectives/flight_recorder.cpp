@@ -1,8 +1,8 @@
-#include "actors/flight_recorder.hpp"
+#include "collectives/flight_recorder.hpp"
 
 #include <cstdio>
 
-namespace mccl::actors {
+namespace mccl {
 
 const char* to_string(flight_recorder::state s) noexcept {
   switch (s) {
@@ -15,13 +15,13 @@ const char* to_string(flight_recorder::state s) noexcept {
 }
 
 flight_recorder::op_info recorded_op(const op_request& op, int world, const std::string& algorithm,
-                                     bool inline_run) {
+                                     driver_kind driver) {
   flight_recorder::op_info info;
   info.collective = op.kind != op_kind::send && op.kind != op_kind::recv;
   info.seq = op.seq;
   info.bytes = op.selection_bytes(world);
   info.algorithm = algorithm;
-  info.inline_run = inline_run;
+  info.driver = driver;
   if (op.kind == op_kind::send)
     info.op = "send to rank " + std::to_string(op.root) + " message " + std::to_string(op.seq)
               + " tag " + std::to_string(op.tag);
@@ -112,11 +112,11 @@ std::string flight_recorder::dump(int rank, uint32_t comm_id, const std::string&
     }
     out += "\n  " + e.info.op + number + ", " + std::to_string(e.info.bytes) + " B, "
            + (e.info.algorithm.empty() ? std::string("-") : e.info.algorithm)
-           + (e.info.inline_run ? " (inline)" : "") + ": " + line;
+           + " (driven by the " + to_string(e.info.driver) + "): " + line;
   }
   if (entries_.empty())
     out += capacity_ == 0 ? " off" : " no ops yet";
   return out;
 }
 
-} // namespace mccl::actors
+} // namespace mccl

@@ -1,0 +1,301 @@
+#include "actors/comm_core.hpp"
+
+#include "actors/link_actor.hpp"
+#include "actors/progress_actor.hpp"
+#include "config/log.hpp"
+
+#include <caf/all.hpp>
+
+#include <future>
+#include <thread>
+
+namespace mccl::actors {
+
+namespace {
+/// The longest a driver blocks in one wait, so it looks at its deadline
+/// (and a stop request) at least this often.
+constexpr auto wait_slice = std::chrono::milliseconds(100);
+/// How long finalize tries to take the engine from a thread that leads it.
+constexpr auto finalize_lead_wait = std::chrono::seconds(2);
+
+std::atomic<uint64_t> next_watch_key{1};
+
+bool is_p2p(op_kind k) noexcept { return k == op_kind::send || k == op_kind::recv; }
+} // namespace
+
+std::shared_ptr<comm_core> comm_core::create(comm_core_init init) {
+  std::shared_ptr<comm_core> core(new comm_core(std::move(init)));
+  core->start_actors();
+  return core;
+}
+
+comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
+  flight_ = std::make_shared<flight_recorder>(init_.cfg.flight_recorder);
+  next_message_.assign(static_cast<std::size_t>(init_.world), 0);
+  engine_options eo;
+  eo.rank = init_.rank;
+  eo.world = init_.world;
+  eo.comm_id = init_.comm_id;
+  eo.cfg = init_.cfg;
+  eo.pool = init_.pool;
+  eo.resumable = init_.resumer && init_.cfg.transport_crc && init_.cfg.reconnect.count() > 0;
+  eo.faults = init_.faults;
+  eo.flight = flight_;
+  auto* sys = init_.system;
+  eo.now = [sys] { return sys->clock().now(); };
+  engine_listener& listener = *this;
+  engine_ = std::make_unique<engine>(std::move(eo), init_.conns, listener);
+  init_.conns.clear(); // the engine's channels own them now
+  if (init_.cfg.op_thread_bytes > 0 && init_.world > 1) {
+    op_thread::hooks h;
+    h.busy = [this] { return !engine_->idle(); };
+    h.drive = [this](const std::function<bool()>& stop) {
+      return drive(driver_kind::op_thread, [&] { return stop() || engine_->idle(); },
+                   clock::time_point::max());
+    };
+    h.wake_leader = [this] { engine_->wake(); };
+    op_thread_ = std::make_unique<op_thread>(std::move(h));
+  }
+}
+
+comm_core::~comm_core() {
+  finalize();
+}
+
+void comm_core::start_actors() {
+  auto& sys = *init_.system;
+  core_ref self = weak_from_this();
+  links_.resize(static_cast<std::size_t>(init_.world));
+  for (int peer = 0; peer < init_.world; ++peer) {
+    if (peer == init_.rank || init_.world == 1)
+      continue;
+    link_init li;
+    li.core = self;
+    li.peer = peer;
+    li.heartbeat = init_.cfg.heartbeat;
+    if (init_.resumer && init_.cfg.transport_crc) {
+      li.resumer = init_.resumer;
+      li.reconnect = std::min(init_.cfg.reconnect, init_.cfg.timeout); // never beyond the op deadline
+    }
+    links_[peer] = spawn_link_actor(sys, std::move(li));
+  }
+  progress_ = spawn_progress_actor(sys, self, links_);
+  if (init_.watchdog) {
+    watch_key_ = next_watch_key.fetch_add(1);
+    caf::anon_send(init_.watchdog, watch_atom::value, watch_key_, self);
+  }
+}
+
+comm_core::clock::time_point comm_core::now() const {
+  return init_.system->clock().now();
+}
+
+// ---- issuing ops ----------------------------------------------------------------
+
+void comm_core::submit(op_ptr op, const std::shared_ptr<work_state>& work) {
+  auto bytes = op->selection_bytes(init_.world);
+  op->done = work;
+  op->background = op_thread_ && bytes <= init_.cfg.op_thread_bytes ? driver_kind::op_thread
+                                                                      : driver_kind::actor;
+  {
+    std::lock_guard<std::mutex> guard{submit_mutex_};
+    op->id = next_id_++;
+    if (op->kind == op_kind::send)
+      op->seq = next_message_[static_cast<std::size_t>(op->root)]++;
+    else if (op->kind != op_kind::recv)
+      op->seq = next_seq_++;
+    engine_->post(op);
+  }
+  std::weak_ptr<comm_core> self = weak_from_this();
+  std::weak_ptr<work_state> state = work;
+  work->set_driver([self, state](clock::time_point deadline) {
+    auto c = self.lock();
+    auto s = state.lock();
+    return c && s && c->drive(driver_kind::caller, [&] { return s->done(); }, deadline);
+  });
+  // A small collective runs to its end here: no thread hand-off at all.
+  // Point-to-point ops never do: a receive may wait for a send this caller
+  // issues next.
+  bool small = !is_p2p(op->kind) && bytes <= init_.cfg.inline_bytes && init_.cfg.inline_bytes > 0;
+  if (small && drive(driver_kind::caller, [&] { return work->done(); },
+                     now() + init_.cfg.timeout + std::chrono::seconds(1)))
+    return;
+  // Left to a background driver until someone waits for it.
+  if (op->background == driver_kind::op_thread)
+    op_thread_->posted();
+  else
+    caf::anon_send(progress_, drive_atom::value);
+}
+
+bool comm_core::drive(driver_kind who, const std::function<bool()>& done, clock::time_point deadline) {
+  bool led = false;
+  auto idle_since = now();
+  while (!done()) {
+    auto lead = engine_->try_lead(who);
+    if (!lead)
+      break; // another thread leads; it finishes the work or hands it off
+    led = true;
+    for (;;) {
+      bool moved = engine_->progress(lead);
+      auto t = now();
+      // Letting go completes what ended; then look at `done` again. (It
+      // may hold already: another leader completed the work between our
+      // last look and taking the lead.)
+      if (engine_->completions_pending(lead) || done() || t >= deadline)
+        break;
+      if (moved) {
+        idle_since = t;
+        continue;
+      }
+      // The peers' frames are usually microseconds away: spin briefly,
+      // yielding so a peer that shares this core can run, then sleep in
+      // the kernel until a connection is ready.
+      if (t - idle_since < init_.cfg.spin) {
+        std::this_thread::yield();
+        continue;
+      }
+      engine_->wait(lead, std::min({deadline, engine_->next_due(lead), t + wait_slice}));
+    }
+    lead.release(false);
+    if (now() >= deadline)
+      break;
+  }
+  if (led)
+    engine_->hand_off();
+  return led;
+}
+
+comm_core::actor_turn comm_core::drive_as_actor(const std::function<void()>& wake,
+                                                clock::time_point& idle_since) {
+  actor_turn turn;
+  auto lead = engine_->try_lead(driver_kind::actor);
+  if (!lead)
+    return turn; // another thread leads; it hands off when it lets go
+  auto t = now();
+  bool moved = false;
+  // A bounded turn, so the worker serves other actors in between.
+  for (int passes = 0; passes < 16; ++passes) {
+    bool m = engine_->progress(lead);
+    moved |= m;
+    if (!m || engine_->completions_pending(lead))
+      break;
+  }
+  t = now();
+  if (moved)
+    idle_since = t;
+  turn.more = !engine_->quiet(lead);
+  turn.next = t;
+  if (turn.more && !moved && t - idle_since >= init_.cfg.spin) {
+    engine_->arm(lead, wake);
+    turn.next = engine_->next_due(lead);
+  }
+  lead.release(false);
+  return turn;
+}
+
+void comm_core::kick() {
+  if (auto lead = engine_->try_lead(driver_kind::actor))
+    engine_->progress(lead);
+}
+
+void comm_core::check() {
+  engine_->post_check();
+  kick();
+}
+
+void comm_core::abort(const std::string& reason) {
+  if (finalized_.load())
+    return;
+  engine_->post_abort(errc::aborted, "rank " + std::to_string(init_.rank) + " called abort: " + reason,
+                      init_.rank);
+  kick();
+}
+
+std::vector<int> comm_core::probe(uint32_t tag) {
+  auto answer = std::make_shared<std::promise<std::vector<int>>>();
+  auto result = answer->get_future();
+  engine_->post_task([this, tag, answer] {
+    std::vector<int> ready;
+    for (int peer = 0; peer < init_.world; ++peer)
+      if (engine_->has_unclaimed_message(peer, tag))
+        ready.push_back(peer);
+    answer->set_value(std::move(ready));
+  });
+  kick(); // runs it here unless a thread leads (which runs it within a pass)
+  if (result.wait_for(std::chrono::seconds(5)) != std::future_status::ready)
+    throw error(errc::internal, "probe on rank " + std::to_string(init_.rank)
+                                  + ": the engine did not answer within 5 s");
+  return result.get();
+}
+
+// ---- finalize -------------------------------------------------------------------
+
+void comm_core::finalize(std::chrono::milliseconds flush, bool await_actors) {
+  std::lock_guard<std::mutex> guard{finalize_mutex_};
+  if (finalized_.exchange(true))
+    return;
+  if (op_thread_)
+    op_thread_->stop();
+  // A thread that leads for its own op lets go once that op ended; finalize
+  // ends it (as for any op in flight) if it does not let go soon.
+  auto start = clock::now();
+  bool asked = false;
+  engine::leadership lead;
+  while (!(lead = engine_->try_lead(driver_kind::caller)) && clock::now() < start + finalize_lead_wait) {
+    if (!asked && clock::now() > start + std::chrono::milliseconds(50)) {
+      engine_->post_abort(errc::finalized,
+                          "rank " + std::to_string(init_.rank) + " finalized the communicator with ops in flight",
+                          init_.rank);
+      asked = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (lead) {
+    uint64_t issued;
+    {
+      std::lock_guard<std::mutex> no_submissions{submit_mutex_};
+      issued = next_seq_;
+    }
+    engine_->shutdown(lead, issued, now() + flush);
+    lead.release(false);
+  } else {
+    MCCL_LOG(warn, "finalize of rank " << init_.rank << ": a thread kept leading the engine for "
+                                       << finalize_lead_wait.count() << " s; closing without BYE");
+  }
+  if (init_.watchdog)
+    caf::anon_send(init_.watchdog, unwatch_atom::value, watch_key_);
+  if (progress_ && !await_actors) {
+    caf::anon_send(progress_, shutdown_atom::value);
+  } else if (progress_) {
+    caf::scoped_actor self{*init_.system};
+    self->request(progress_, std::chrono::seconds(3), shutdown_atom::value)
+      .receive([](bool) {},
+               [this](caf::error& e) {
+                 MCCL_LOG(warn, "finalize of rank " << init_.rank << ": progress actor did not confirm: "
+                                                    << caf::to_string(e));
+               });
+    progress_ = nullptr;
+  }
+  links_.clear();
+}
+
+// ---- engine_listener ------------------------------------------------------------
+
+void comm_core::needs_driver(driver_kind who) {
+  if (who == driver_kind::op_thread && op_thread_)
+    op_thread_->needed();
+  else if (progress_)
+    caf::anon_send(progress_, drive_atom::value);
+}
+
+void comm_core::aborted(errc code, const std::string& why, int origin) {
+  if (progress_)
+    caf::anon_send(progress_, aborted_atom::value, code, why, origin);
+}
+
+void comm_core::link_lost(int peer, const std::string& why) {
+  if (progress_)
+    caf::anon_send(progress_, link_lost_atom::value, peer, why);
+}
+
+} // namespace mccl::actors

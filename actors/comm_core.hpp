@@ -1,0 +1,138 @@
+#pragma once
+/// One communicator, put together: the engine (collectives/engine.hpp) over
+/// its connections, the drivers that move the engine, and the actors that
+/// decide. The same over any transport: TCP for users, the simulated
+/// network in deterministic tests.
+///
+/// Who drives (leads the engine; one at a time, they take turns):
+/// - the calling thread: a collective up to MCCL_INLINE_BYTES runs to its
+///   end inside the call, and wait() on any op drives it, so code that
+///   issues and waits pays no thread hand-off;
+/// - the op thread (op_thread.hpp): ops up to MCCL_OP_THREAD_BYTES that no
+///   caller drives, so an op issued and not waited for still moves;
+/// - the progress actor (progress_actor.hpp) on CAF workers: larger ops,
+///   and every op when MCCL_OP_THREAD_BYTES=0;
+/// - the link actors' and the watchdog's ticks run single passes when
+///   nobody leads: heartbeats while idle, deadlines, liveness verdicts.
+
+#include "actors/messages.hpp"
+#include "actors/op_thread.hpp"
+#include "actors/work.hpp"
+#include "collectives/engine.hpp"
+#include "collectives/flight_recorder.hpp"
+#include "config/config.hpp"
+#include "transport/buffer_pool.hpp"
+#include "transport/connection.hpp"
+#include "transport/fault/fault_report.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace mccl::actors {
+
+struct comm_core_init {
+  int rank = 0;
+  int world = 1;
+  uint32_t comm_id = 0;
+  config cfg;
+  /// By rank; null at this rank (empty for a group of one).
+  std::vector<transport::connection_ptr> conns;
+  caf::actor_system* system = nullptr;
+  transport::buffer_pool* pool = nullptr;
+  watchdog_handle watchdog;
+  /// Re-establishes lost connections (MCCL_RECONNECT_MS); null: never.
+  std::shared_ptr<transport::resumer> resumer;
+  /// The fault report (MCCL_FAULTS); null: no scenario.
+  std::shared_ptr<transport::fault_recorder> faults;
+};
+
+class comm_core : public std::enable_shared_from_this<comm_core>, private engine_listener {
+public:
+  using clock = std::chrono::steady_clock;
+
+  /// Builds the engine, spawns the actors, registers with the watchdog.
+  static std::shared_ptr<comm_core> create(comm_core_init init);
+  ~comm_core() override;
+
+  int rank() const noexcept { return init_.rank; }
+  int world() const noexcept { return init_.world; }
+  const config& cfg() const noexcept { return init_.cfg; }
+  const std::shared_ptr<flight_recorder>& flight() const noexcept { return flight_; }
+
+  /// Numbers `op` (checked already, `op->done` a work_state), posts it to
+  /// the engine and lets it move: a small collective runs to its end on
+  /// this thread, anything else is left to a background driver until
+  /// someone waits for it. Thread-safe; ops are numbered in call order.
+  void submit(op_ptr op, const std::shared_ptr<work_state>& work);
+  /// Aborts the communicator on every rank (communicator::abort).
+  void abort(const std::string& reason);
+  /// Fails what is in flight, says BYE (writing what is queued for up to
+  /// `flush`), closes the connections, stops the actors (waiting for them
+  /// when `await_actors`; a deterministic test runs its scheduler itself).
+  /// Returns within about a second, also when peers are gone. Idempotent.
+  void finalize(std::chrono::milliseconds flush = std::chrono::milliseconds(500), bool await_actors = true);
+  /// Peers with a message of `tag` no receive has claimed (communicator::probe).
+  std::vector<int> probe(uint32_t tag);
+  /// True once the communicator aborted or was finalized.
+  bool closed() const { return engine_->closed(); }
+
+  // ---- for the drivers and the actors
+
+  /// Leads the engine on this thread until `done()` or `deadline`. False
+  /// when another thread leads (it will finish the work).
+  bool drive(driver_kind who, const std::function<bool()>& done, clock::time_point deadline);
+  /// One pass if nobody leads (actors' ticks): heartbeats, what arrived,
+  /// what was posted.
+  void kick();
+  /// The watchdog's tick: check deadlines and liveness now.
+  void check();
+  /// What the progress actor does after its turn.
+  struct actor_turn {
+    bool more = false;        ///< ops are left: come back
+    clock::time_point next{}; ///< when (now: at once, through the mailbox)
+  };
+  /// The progress actor's turn: passes while bytes move. When nothing moved
+  /// for MCCL_SPIN_US (since `idle_since`, which it updates) it parks:
+  /// `wake` is called when a connection is ready, and `next` says when a
+  /// timer is due. Nothing happens when another thread leads.
+  actor_turn drive_as_actor(const std::function<void()>& wake, clock::time_point& idle_since);
+  engine& eng() noexcept { return *engine_; }
+  const comm_core_init& init() const noexcept { return init_; }
+  /// The actors (null once finalized), for inspection.
+  const progress_handle& progress_actor() const noexcept { return progress_; }
+  const std::vector<link_handle>& link_actors() const noexcept { return links_; }
+  /// The clock of the communicator's actors (virtual in deterministic tests).
+  clock::time_point now() const;
+
+private:
+  explicit comm_core(comm_core_init init);
+  void start_actors();
+
+  // engine_listener
+  void needs_driver(driver_kind who) override;
+  void aborted(errc code, const std::string& why, int origin) override;
+  void link_lost(int peer, const std::string& why) override;
+
+  comm_core_init init_;
+  std::shared_ptr<flight_recorder> flight_;
+  std::unique_ptr<engine> engine_;
+  std::unique_ptr<op_thread> op_thread_; ///< null when MCCL_OP_THREAD_BYTES=0
+  progress_handle progress_;
+  std::vector<link_handle> links_; ///< by peer; null at this rank
+  uint64_t watch_key_ = 0;
+
+  std::mutex submit_mutex_; ///< numbers ops in call order
+  uint64_t next_seq_ = 0;   ///< collectives issued
+  std::vector<uint64_t> next_message_; ///< sends issued, by peer
+  uint64_t next_id_ = 1;    ///< 0 means "no op" to the engine
+  std::mutex finalize_mutex_;
+  std::atomic<bool> finalized_{false};
+};
+
+} // namespace mccl::actors

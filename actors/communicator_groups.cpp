@@ -1,0 +1,117 @@
+// Groups made from a communicator: split (by color and key) and shrink
+// (without failed ranks). Both meet in the parent's rendezvous store.
+
+#include "actors/communicator_impl.hpp"
+
+#include "config/log.hpp"
+
+#include <algorithm>
+#include <exception>
+
+namespace mccl {
+
+communicator communicator::split(int color, int key) {
+  auto& p = checked();
+  // The groups meet in the rendezvous store served by rank 0 of this
+  // communicator: no rank leaves split (and perhaps finalizes this
+  // communicator, taking the store down) before every group has connected.
+  // A rank whose group failed still joins the barrier, then throws.
+  auto finish_split = [this](communicator sub, std::exception_ptr failed) {
+    barrier().wait();
+    if (failed)
+      std::rethrow_exception(failed);
+    return sub;
+  };
+  // Everyone learns everyone's (color, key) through this communicator.
+  std::vector<int64_t> mine{color, key};
+  std::vector<int64_t> all(2 * static_cast<std::size_t>(p.world));
+  allgather(mine.data(), all.data(), 2, dtype::int64).wait();
+  auto index = p.splits.fetch_add(1);
+  if (color < 0)
+    return finish_split(communicator{}, nullptr);
+  std::vector<std::pair<int64_t, int>> members; // (key, rank)
+  for (int r = 0; r < p.world; ++r)
+    if (all[2 * r] == color)
+      members.emplace_back(all[2 * r + 1], r);
+  std::sort(members.begin(), members.end());
+  comm_options o;
+  o.world_size = static_cast<int>(members.size());
+  for (int i = 0; i < o.world_size; ++i)
+    if (members[i].second == p.rank)
+      o.rank = i;
+  // Every member derives the same id from (parent, how many splits before
+  // this one, color); frames and store keys of the new group carry it.
+  o.comm_id = detail::derived_comm_id(p.comm_id, {index, static_cast<uint64_t>(color)});
+  o.store = p.rendezvous;
+  o.master_addr = p.master_addr;
+  o.overrides = p.overrides;
+  MCCL_LOG(info, "split " << index << " of communicator " << p.comm_id << ": color " << color
+                          << " -> communicator " << o.comm_id << ", rank " << o.rank << " of "
+                          << o.world_size);
+  communicator sub;
+  std::exception_ptr failed;
+  try {
+    sub = detail::make_communicator(p.rt, o, true);
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  return finish_split(std::move(sub), failed);
+}
+
+communicator communicator::shrink(const std::vector<int>& excluded) {
+  auto& p = checked();
+  std::vector<bool> gone(static_cast<std::size_t>(p.world), false);
+  std::string listed;
+  for (int r : excluded) {
+    if (r < 0 || r >= p.world)
+      throw error(errc::invalid_argument, "shrink on rank " + std::to_string(p.rank) + ": excluded rank "
+                                            + std::to_string(r) + " is outside the communicator of "
+                                            + std::to_string(p.world) + " ranks");
+    if (r == p.rank)
+      throw error(errc::invalid_argument, "shrink on rank " + std::to_string(p.rank)
+                                            + ": this rank is in the excluded set; only the "
+                                              "surviving ranks call shrink");
+    if (!gone[r])
+      listed += (listed.empty() ? "" : ", ") + std::to_string(r);
+    gone[r] = true;
+  }
+  // The survivors meet in this communicator's rendezvous store. The default
+  // one is served by rank 0's process: without it nobody can meet.
+  if (gone[0] && std::dynamic_pointer_cast<tcp_store_client>(p.rendezvous))
+    throw error(errc::invalid_argument,
+                "shrink on rank " + std::to_string(p.rank) + ": rank 0 is excluded, but it serves the "
+                "rendezvous store at MASTER_ADDR:MASTER_PORT where the survivors would meet; create "
+                "the communicator with a store of your own (comm_options::store) to survive rank 0");
+  comm_options o;
+  o.world_size = 0;
+  uint64_t mask_hash = 0;
+  for (int r = 0; r < p.world; ++r) {
+    if (gone[r]) {
+      mask_hash = mask_hash * 1000003 + static_cast<uint64_t>(r) + 1;
+      continue;
+    }
+    if (r == p.rank)
+      o.rank = o.world_size;
+    ++o.world_size;
+  }
+  auto index = p.shrinks.fetch_add(1);
+  // Split indices are small; shrinks count from the top so the two never meet.
+  o.comm_id = detail::derived_comm_id(p.comm_id, {~index, mask_hash});
+  o.store = p.rendezvous;
+  o.master_addr = p.master_addr;
+  o.overrides = p.overrides;
+  MCCL_LOG(warn, "shrink " << index << " of communicator " << p.comm_id << " without rank(s) " << listed
+                           << " -> communicator " << o.comm_id << ", rank " << o.rank << " of "
+                           << o.world_size);
+  if (o.world_size > 1 && !o.store)
+    throw error(errc::internal, "shrink on rank " + std::to_string(p.rank)
+                                  + ": this communicator has no rendezvous store");
+  auto sub = detail::make_communicator(p.rt, o, true);
+  sub.impl_->store_server = p.store_server;
+  // Nobody returns (and perhaps finalizes this communicator, taking rank 0's
+  // store down) before every survivor has connected.
+  sub.barrier().wait();
+  return sub;
+}
+
+} // namespace mccl

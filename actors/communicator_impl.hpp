@@ -1,0 +1,68 @@
+#pragma once
+/// Internals of communicator (not installed API), shared by
+/// communicator.cpp (the op calls), communicator_setup.cpp (creating one:
+/// rendezvous, connections, fault injection) and communicator_groups.cpp
+/// (split and shrink).
+
+#include "actors/api.hpp"
+#include "actors/comm_core.hpp"
+#include "actors/runtime_impl.hpp"
+#include "transport/fault/fault_report.hpp"
+#include "transport/store/tcp_store.hpp"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace mccl {
+
+struct communicator::impl {
+  std::shared_ptr<runtime::impl> rt;
+  config cfg;
+  config_overrides overrides; ///< the explicit settings, inherited by split()
+  int rank = 0;
+  int world = 1;
+  uint32_t comm_id = 0;
+  std::string master_addr;
+  store_ptr rendezvous; ///< kept for split(): sub-communicators meet here
+  /// Rank 0's rendezvous store server; shared with communicators shrunk
+  /// from this one, which still meet there after this one is finalized.
+  std::shared_ptr<tcp_store_server> store_server;
+  /// The engine, its drivers and actors.
+  std::shared_ptr<actors::comm_core> core;
+  /// Fault injection (MCCL_FAULTS or comm_options::faults); null: none.
+  std::shared_ptr<transport::fault_recorder> fault_report;
+  std::atomic<uint64_t> splits{0};
+  std::atomic<uint64_t> shrinks{0};
+  std::mutex finalize_mutex;
+  std::atomic<bool> finalized{false};
+
+  ~impl() { finalize(); }
+
+  /// Checks `req` (actors/op_checks.hpp) and hands it to the core.
+  work submit(std::shared_ptr<op_request> req);
+  void finalize();
+};
+
+namespace detail {
+
+struct communicator_factory {
+  static communicator make(std::shared_ptr<communicator::impl> p) { return communicator(std::move(p)); }
+};
+
+/// Creates a communicator of runtime `rt` from `o`: rendezvous, the job
+/// token, connections to every peer, fault injection, the core.
+/// `sub_communicator`: made by split or shrink (the log keeps the world
+/// rank).
+communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const comm_options& o,
+                               bool sub_communicator);
+
+/// The id of a communicator derived from `parent`: every member computes
+/// the same one from values they all agree on, and it differs from the
+/// parent's, so frames and store keys never mix.
+uint32_t derived_comm_id(uint32_t parent, std::initializer_list<uint64_t> values);
+
+} // namespace detail
+
+} // namespace mccl

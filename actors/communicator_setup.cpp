@@ -1,0 +1,297 @@
+// Creating a communicator: settings, the rendezvous store and the job's
+// token, connections to every peer (transport/tcp/tcp_mesh.hpp), fault
+// injection, then the core (actors/comm_core.hpp).
+
+#include "actors/communicator_impl.hpp"
+
+#include "config/log.hpp"
+#include "transport/fault/fault_connection.hpp"
+#include "transport/tcp/interfaces.hpp"
+#include "transport/tcp/socket_util.hpp"
+#include "transport/tcp/striped_connection.hpp"
+#include "transport/tcp/tcp_mesh.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <random>
+
+namespace mccl {
+
+namespace {
+
+int env_int(const environment& env, const char* name, int lo, int hi, bool& present) {
+  auto i = env.find(name);
+  present = i != env.end();
+  if (!present)
+    return 0;
+  const auto& v = i->second;
+  char* end = nullptr;
+  errno = 0;
+  long x = v.empty() ? 0 : std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || x < lo || x > hi)
+    throw error(errc::invalid_config, std::string(name) + "=\"" + v + "\": expected an integer in "
+                                        + std::to_string(lo) + ".." + std::to_string(hi));
+  return static_cast<int>(x);
+}
+
+std::string random_token() {
+  std::random_device rd;
+  std::string out;
+  static const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i)
+    out.push_back(hex[rd() & 15]);
+  return out;
+}
+
+transport::listen_choice choose_listen_addresses(const config& cfg, const std::string& master_addr, int rank) {
+  auto master = transport::resolve_host(master_addr.empty() ? "127.0.0.1" : master_addr, "MASTER_ADDR");
+  auto choice = transport::choose_listen_addresses(cfg.listen_addr, cfg.ifname, master,
+                                                   transport::local_interfaces());
+  std::string where;
+  for (const auto& a : choice.addresses)
+    where += (where.empty() ? "" : ", ") + a.to_string();
+  MCCL_LOG(info, "rank " << rank << " listens on " << where << ": " << choice.reason);
+  return choice;
+}
+
+config_overrides merged(const config_overrides& a, const config_overrides& b) {
+  config_overrides out = a;
+  for (const auto& [k, v] : b.values())
+    out.set(k, v);
+  return out;
+}
+
+} // namespace
+
+comm_options comm_options_from_env() {
+  auto env = process_environment();
+  comm_options o;
+  bool has_rank = false, has_world = false, has_port = false;
+  o.world_size = env_int(env, "WORLD_SIZE", 1, 1 << 20, has_world);
+  o.rank = env_int(env, "RANK", 0, 1 << 20, has_rank);
+  if (!has_rank && !has_world) {
+    o.world_size = 1; // a lone process: a group of one
+    return o;
+  }
+  if (has_rank != has_world)
+    throw error(errc::invalid_config, std::string(has_rank ? "RANK" : "WORLD_SIZE")
+                                        + " is set but " + (has_rank ? "WORLD_SIZE" : "RANK")
+                                        + " is not; set both (mcclrun and torchrun do)");
+  if (o.rank >= o.world_size)
+    throw error(errc::invalid_config, "RANK=" + std::to_string(o.rank) + " is not below WORLD_SIZE="
+                                        + std::to_string(o.world_size));
+  auto a = env.find("MASTER_ADDR");
+  if (a != env.end() && !a->second.empty())
+    o.master_addr = a->second;
+  o.master_port = env_int(env, "MASTER_PORT", 1, 65535, has_port);
+  if (o.world_size > 1 && (!has_port || a == env.end()))
+    throw error(errc::invalid_config,
+                std::string(!has_port ? "MASTER_PORT" : "MASTER_ADDR") + " is not set (rank "
+                  + std::to_string(o.rank) + " of " + std::to_string(o.world_size)
+                  + "): set MASTER_ADDR to rank 0's address and MASTER_PORT to a free port, or "
+                    "start the ranks with mcclrun");
+  return o;
+}
+
+void register_collective(const std::string& name, algorithm_factory factory) {
+  if (name.empty())
+    throw error(errc::invalid_argument, "register_collective: the name is empty");
+  if (!factory)
+    throw error(errc::invalid_argument, "register_collective(\"" + name + "\"): no factory");
+  register_algorithm(op_kind::custom, name, std::move(factory));
+}
+
+namespace {
+
+/// The scenario of MCCL_FAULTS (or comm_options::faults) for this rank, with
+/// its report; null when no faults are to be injected.
+std::shared_ptr<transport::fault_injector> make_fault_injector(communicator::impl& p,
+                                                               const comm_options& o) {
+  std::shared_ptr<const transport::fault_scenario> scenario = o.faults;
+  if (!scenario && !p.cfg.faults.empty())
+    scenario = std::make_shared<transport::fault_scenario>(transport::load_fault_scenario(p.cfg.faults));
+  if (!scenario)
+    return nullptr;
+  transport::check_fault_ranks(*scenario, o.world_size);
+  // MCCL_FAULTS_REPORT=PREFIX, else the scenario's path without .json
+  // (the C++ API: mccl-faults in the working directory), plus the rank.
+  std::string prefix = p.cfg.faults_report;
+  if (prefix.empty()) {
+    prefix = o.faults ? std::string("mccl-faults") : p.cfg.faults;
+    if (prefix.size() > 5 && prefix.compare(prefix.size() - 5, 5, ".json") == 0)
+      prefix.resize(prefix.size() - 5);
+    prefix += ".report";
+  }
+  prefix += ".rank" + std::to_string(o.rank);
+  if (o.comm_id != 0)
+    prefix += ".comm" + std::to_string(o.comm_id);
+  p.fault_report = std::make_shared<transport::fault_recorder>(o.rank, scenario->source, scenario->seed,
+                                                               prefix);
+  MCCL_LOG(info, "rank " << o.rank << ": injecting " << scenario->faults.size() << " fault rule(s) from "
+                         << scenario->source << " (seed " << scenario->seed << "); report: " << prefix
+                         << ".txt/.json");
+  return std::make_shared<transport::fault_injector>(*scenario, o.rank, p.fault_report);
+}
+
+} // namespace
+
+namespace detail {
+
+communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const comm_options& o,
+                               bool sub_communicator) {
+  auto p = std::make_shared<communicator::impl>();
+  p->rt = rt;
+  p->overrides = o.overrides;
+  p->master_addr = o.master_addr;
+  p->cfg = resolve_config(merged(rt->overrides, o.overrides));
+  p->rank = o.rank;
+  p->world = o.world_size;
+  p->comm_id = o.comm_id;
+  auto& cfg = p->cfg;
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)
+    throw error(errc::invalid_argument, "rank " + std::to_string(o.rank) + " of world size "
+                                          + std::to_string(o.world_size)
+                                          + ": need 0 <= rank < world size");
+  if (!sub_communicator) // log lines carry the rank in the world communicator
+    log::set_rank(o.rank);
+  log::set_level(cfg.log_level);
+  validate_algo_spec(cfg);
+  MCCL_LOG(info, "mccl " << MCCL_VERSION_STRING << " rank " << o.rank << " of " << o.world_size
+                         << ", communicator " << o.comm_id << ", resolved configuration:\n"
+                         << describe(cfg));
+  if (cfg.transport == transport_kind::shm || cfg.transport == transport_kind::rdma)
+    throw error(errc::unsupported,
+                std::string("MCCL_TRANSPORT=") + to_string(cfg.transport) + ": the "
+                  + (cfg.transport == transport_kind::shm ? "shared-memory" : "RDMA")
+                  + " transport is not built yet in this version; use MCCL_TRANSPORT=tcp or auto");
+
+  std::vector<transport::connection_ptr> conns;
+  std::shared_ptr<transport::tcp_link_resumer> resumer; // MCCL_RECONNECT_MS
+  // Before connecting: a bad scenario file fails fast, on every rank.
+  auto injector = o.world_size > 1 ? make_fault_injector(*p, o) : nullptr;
+
+  if (o.world_size > 1) {
+    store_ptr rendezvous = o.store;
+    if (!rendezvous) {
+      if (cfg.port_base != 0 && cfg.port_base + o.rank == o.master_port)
+        throw error(errc::invalid_config,
+                    "MCCL_PORT_BASE=" + std::to_string(cfg.port_base) + " makes rank "
+                      + std::to_string(o.rank) + " listen on port "
+                      + std::to_string(cfg.port_base + o.rank)
+                      + ", which is MASTER_PORT (the rendezvous store's port); choose "
+                        "MCCL_PORT_BASE so that MCCL_PORT_BASE..MCCL_PORT_BASE+WORLD_SIZE-1 "
+                        "excludes MASTER_PORT, or MCCL_PORT_BASE=0 for any free port");
+      if (o.master_port <= 0 || o.master_port > 65535)
+        throw error(errc::invalid_config, "MASTER_PORT=" + std::to_string(o.master_port)
+                                            + ": expected a port in 1..65535");
+      if (o.rank == 0) {
+        auto addr = transport::resolve_host(o.master_addr, "MASTER_ADDR");
+        p->store_server = std::make_shared<tcp_store_server>(
+          rt->reactor->io(), boost::asio::ip::tcp::endpoint(addr, static_cast<unsigned short>(o.master_port)));
+      }
+      rendezvous = std::make_shared<tcp_store_client>(o.master_addr,
+                                                      static_cast<unsigned short>(o.master_port),
+                                                      o.rank, cfg.connect_timeout);
+    }
+    if (cfg.port_base != 0 && cfg.port_base + o.rank > 65535)
+      throw error(errc::invalid_config, "MCCL_PORT_BASE=" + std::to_string(cfg.port_base)
+                                          + " + rank " + std::to_string(o.rank)
+                                          + " is beyond port 65535");
+    std::string prefix = "mccl/" + std::to_string(o.comm_id) + "/";
+    std::string token = cfg.job_token;
+    if (token.empty()) {
+      // No shared secret configured: rank 0 makes one per job and hands it
+      // out through the store, so strays from other jobs are refused.
+      if (o.rank == 0) {
+        token = random_token();
+        rendezvous->set(prefix + "token", token);
+      } else {
+        token = rendezvous->get(prefix + "token", cfg.connect_timeout);
+      }
+    }
+    transport::mesh_options mo;
+    mo.rank = o.rank;
+    mo.world = o.world_size;
+    mo.comm_id = o.comm_id;
+    mo.token = token;
+    auto listen = choose_listen_addresses(cfg, o.master_addr, o.rank);
+    mo.listen_addrs = listen.addresses;
+    mo.advertise_addrs = listen.advertised;
+    mo.sockets_per_peer = cfg.sockets_per_peer;
+    mo.listen_port = static_cast<unsigned short>(cfg.port_base == 0 ? 0 : cfg.port_base + o.rank);
+    mo.connect_timeout = cfg.connect_timeout;
+    mo.socket_buffer_bytes = cfg.socket_buffer_bytes;
+    mo.rendezvous = rendezvous.get();
+    mo.key_prefix = prefix;
+    // Reconnect needs the CRC frame numbering and retained copies: without
+    // them neither side could tell what the other already has.
+    if (cfg.reconnect.count() > 0 && !cfg.transport_crc)
+      MCCL_LOG(warn, "MCCL_RECONNECT_MS=" << cfg.reconnect.count()
+                       << " has no effect without MCCL_TRANSPORT_CRC=1 (lost connections fail the op)");
+    bool resumable = cfg.reconnect.count() > 0 && cfg.transport_crc;
+    conns = transport::build_tcp_mesh(rt->reactor->monitor(), mo, resumable ? &resumer : nullptr);
+    // Counted before the fault injector (if any) wraps the connections.
+    std::size_t sockets = 0;
+    for (const auto& c : conns) {
+      if (!c)
+        continue;
+      auto* striped = dynamic_cast<const transport::striped_connection*>(c.get());
+      sockets += striped ? striped->stripes() : 1;
+    }
+    cfg.hosts = transport::count_hosts(mo);
+    MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s) over "
+                           << sockets << " socket(s), " << cfg.hosts << " host(s)");
+    if (injector) {
+      for (int peer = 0; peer < o.world_size; ++peer)
+        if (conns[peer])
+          conns[peer] = injector->wrap(conns[peer], peer);
+      injector->start();
+    }
+    p->rendezvous = rendezvous;
+  }
+  MCCL_LOG(info, "communicator " << o.comm_id << ": " << describe_selection(o.world_size, cfg));
+
+  actors::comm_core_init ci;
+  ci.rank = o.rank;
+  ci.world = o.world_size;
+  ci.comm_id = o.comm_id;
+  ci.cfg = cfg;
+  ci.conns = std::move(conns);
+  ci.system = rt->system;
+  ci.pool = &rt->pool;
+  ci.watchdog = rt->watchdog;
+  ci.resumer = resumer;
+  ci.faults = p->fault_report;
+  p->core = actors::comm_core::create(std::move(ci));
+  {
+    std::lock_guard<std::mutex> guard{rt->comms_mutex};
+    rt->comms.push_back(p);
+  }
+  return communicator_factory::make(p);
+}
+
+/// The id of a communicator derived from `parent`: every member computes
+/// the same one from values they all agree on (FNV-1a over them), and it
+/// differs from the parent's, so frames and store keys never mix.
+uint32_t derived_comm_id(uint32_t parent, std::initializer_list<uint64_t> values) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= (v >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(parent);
+  for (uint64_t v : values)
+    mix(v);
+  auto id = static_cast<uint32_t>(h ^ (h >> 32));
+  return id == parent ? id + 1 : id;
+}
+
+} // namespace detail
+
+communicator runtime::create_communicator(const comm_options& o) {
+  return detail::make_communicator(impl_, o, false);
+}
+
+} // namespace mccl

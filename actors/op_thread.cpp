@@ -1,0 +1,92 @@
+#include "actors/op_thread.hpp"
+
+namespace mccl::actors {
+
+op_thread::op_thread(hooks h) : hooks_(std::move(h)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+op_thread::~op_thread() {
+  stop();
+}
+
+void op_thread::posted() {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    last_post_ = clock::now();
+    if (announce_) {
+      signalled_ = true;
+      wake = true;
+    }
+  }
+  if (wake)
+    changed_.notify_one();
+}
+
+void op_thread::needed() {
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    signalled_ = true;
+  }
+  changed_.notify_one();
+}
+
+void op_thread::stop() {
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    if (stopping_ && !thread_.joinable())
+      return;
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  hooks_.wake_leader();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+void op_thread::loop() {
+  std::unique_lock<std::mutex> lock{mutex_};
+  for (;;) {
+    if (stopping_)
+      return;
+    if (!signalled_) {
+      if (announce_) {
+        changed_.wait(lock, [this] { return stopping_ || signalled_; });
+      } else if (clock::now() - last_post_ > idle_limit) {
+        announce_ = true; // quiet for a while: back to waking on every op
+      } else {
+        // Callers drive their own ops; look now and then for one that
+        // nobody waits for.
+        changed_.wait_for(lock, poll_period, [this] { return stopping_ || signalled_; });
+        if (!signalled_ && !stopping_) {
+          lock.unlock();
+          bool busy = hooks_.busy();
+          lock.lock();
+          signalled_ = busy;
+        }
+      }
+      continue;
+    }
+    signalled_ = false;
+    // A caller that waits right after issuing takes its op within
+    // microseconds: leave it the chance, so issue-then-wait code pays no
+    // wake-up when the op completes.
+    auto grace_over = last_post_ + caller_grace;
+    if (clock::now() < grace_over)
+      changed_.wait_until(lock, grace_over, [this] { return stopping_; });
+    if (stopping_)
+      return;
+    lock.unlock();
+    bool led = hooks_.busy() && hooks_.drive([this] {
+      std::lock_guard<std::mutex> guard{mutex_};
+      return stopping_;
+    });
+    lock.lock();
+    // Nobody took the op: wake on every op. A caller took it: callers
+    // drive their ops, so posting need not wake this thread.
+    announce_ = led;
+  }
+}
+
+} // namespace mccl::actors

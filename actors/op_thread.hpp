@@ -1,0 +1,69 @@
+#pragma once
+/// The op thread: one per communicator, the background driver of ops up to
+/// MCCL_OP_THREAD_BYTES that no caller drives (comm_core.hpp). It leads
+/// the engine until no op is left, then sleeps until an op is posted that
+/// nobody leads.
+///
+/// Waking a thread costs 20-55 us on small VMs, more than a 1 MiB op's
+/// margin, and code that issues an op and waits for it at once drives the
+/// op itself (work::wait). So:
+/// - the thread leaves a fresh op to its caller for `caller_grace` before
+///   it takes it;
+/// - while callers keep taking their ops themselves, posting an op does
+///   not wake the thread: it looks for ops nobody leads every
+///   `poll_period` instead, and after `idle_limit` without ops it sleeps
+///   until woken again.
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace mccl::actors {
+
+class op_thread {
+public:
+  static constexpr std::chrono::microseconds caller_grace{20};
+  static constexpr std::chrono::microseconds poll_period{1000};
+  static constexpr std::chrono::milliseconds idle_limit{50};
+
+  /// What the thread does when it has work: `busy()` says whether ops are
+  /// posted or running; `drive(stop)` leads the engine until it is idle or
+  /// `stop()` holds, returning false when another thread leads;
+  /// `wake_leader()` wakes a leader blocked in the engine's wait.
+  struct hooks {
+    std::function<bool()> busy;
+    std::function<bool(const std::function<bool()>& stop)> drive;
+    std::function<void()> wake_leader;
+  };
+
+  explicit op_thread(hooks h);
+  /// Stops and joins the thread (stop()).
+  ~op_thread();
+  op_thread(const op_thread&) = delete;
+  op_thread& operator=(const op_thread&) = delete;
+
+  /// An op was posted that no caller drives now.
+  void posted();
+  /// The engine has ops and nobody leads (a leader let go).
+  void needed();
+  /// Ends the thread: an engine it leads is let go at its next pass.
+  void stop();
+
+private:
+  void loop();
+
+  hooks hooks_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  using clock = std::chrono::steady_clock;
+  clock::time_point last_post_{};
+  bool signalled_ = false;
+  /// posted() wakes the thread; false while callers drive their ops.
+  bool announce_ = true;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+} // namespace mccl::actors

@@ -1,0 +1,403 @@
+#include "collectives/engine.hpp"
+
+#include "collectives/engine_op.hpp"
+#include "config/log.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace mccl {
+
+/// Work posted by any thread for the leader.
+struct engine::command {
+  enum class kind : uint8_t { start, abort, resume, task } what = kind::start;
+  op_ptr op;
+  errc code = errc::none;
+  std::string text;
+  int peer = -1; ///< resume: the peer; abort: the origin
+  transport::connection_ptr conn;
+  std::function<void()> task;
+};
+
+namespace {
+/// The identity of the calling thread, for led_by_this_thread().
+const void* this_thread_id() noexcept {
+  static thread_local char marker;
+  return &marker;
+}
+} // namespace
+
+engine::engine(engine_options opts, std::vector<transport::connection_ptr> conns,
+               engine_listener& listener)
+  : opts_(std::move(opts)), listener_(listener), now_(opts_.now()) {
+  knock_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (knock_fd_ < 0)
+    throw error(errc::internal, std::string("engine: eventfd: ") + std::strerror(errno));
+  channels_.resize(static_cast<std::size_t>(opts_.world));
+  matchers_.resize(static_cast<std::size_t>(opts_.world));
+  // The largest data frame a peer sends: a pipelining chunk, or a whole
+  // small op on the latency path.
+  auto max_payload = static_cast<uint32_t>(std::min<std::size_t>(
+    std::max(opts_.cfg.chunk_bytes, opts_.cfg.small_msg_threshold), wire::max_payload_limit));
+  for (int peer = 0; peer < opts_.world && peer < static_cast<int>(conns.size()); ++peer) {
+    if (!conns[peer])
+      continue;
+    transport::channel_options co;
+    co.rank = opts_.rank;
+    co.peer = peer;
+    co.comm_id = opts_.comm_id;
+    co.max_payload = max_payload;
+    co.crc = opts_.cfg.transport_crc;
+    co.crc_retries = opts_.cfg.crc_retries;
+    co.resumable = opts_.resumable;
+    co.reconnect = opts_.cfg.reconnect;
+    co.heartbeat = opts_.cfg.heartbeat;
+    co.pool = opts_.pool;
+    co.recorder = opts_.faults;
+    transport::channel_listener& self = *this;
+    channels_[peer] = std::make_unique<transport::channel>(co, std::move(conns[peer]), self, now_);
+  }
+}
+
+engine::~engine() {
+  for (auto& c : channels_)
+    if (c)
+      c->close();
+  if (knock_fd_ >= 0)
+    ::close(knock_fd_);
+}
+
+// ---- posting (any thread) -------------------------------------------------------
+
+void engine::push(command c) {
+  {
+    std::lock_guard<std::mutex> guard{inbox_mutex_};
+    inbox_.push_back(std::move(c));
+    inbox_ready_.store(true);
+  }
+  knock();
+}
+
+void engine::knock() {
+  // Only a leader blocked in wait() needs the system call (it set
+  // waiting_ before checking inbox_ready_ and check_due_, so it sees
+  // either the flag or the knock).
+  if (waiting_.load()) {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(knock_fd_, &one, sizeof one);
+  }
+}
+
+void engine::post(op_ptr op) {
+  unfinished_.fetch_add(1);
+  (op->background == driver_kind::actor ? want_actor_ : want_op_thread_).fetch_add(1);
+  command c;
+  c.what = command::kind::start;
+  c.op = std::move(op);
+  push(std::move(c));
+}
+
+void engine::post_abort(errc code, std::string why, int origin) {
+  command c;
+  c.what = command::kind::abort;
+  c.code = code;
+  c.text = std::move(why);
+  c.peer = origin;
+  push(std::move(c));
+}
+
+void engine::post_resume(int peer, transport::connection_ptr conn, std::string why) {
+  command c;
+  c.what = command::kind::resume;
+  c.peer = peer;
+  c.conn = std::move(conn);
+  c.text = std::move(why);
+  push(std::move(c));
+}
+
+void engine::post_check() {
+  check_due_.store(true);
+  knock();
+}
+
+void engine::post_task(std::function<void()> task) {
+  command c;
+  c.what = command::kind::task;
+  c.task = std::move(task);
+  push(std::move(c));
+}
+
+std::string engine::why_closed() const {
+  std::lock_guard<std::mutex> guard{closed_mutex_};
+  return closed_why_;
+}
+
+bool engine::led_by_this_thread() const noexcept {
+  return leader_thread_.load(std::memory_order_acquire) == this_thread_id();
+}
+
+// ---- leadership --------------------------------------------------------------------
+
+engine::leadership engine::try_lead(driver_kind who) {
+  if (!lead_mutex_.try_lock())
+    return {};
+  leader_thread_.store(this_thread_id(), std::memory_order_release);
+  leader_kind_ = who;
+  return leadership(this, who);
+}
+
+engine::leadership::leadership(leadership&& o) noexcept
+  : e_(std::exchange(o.e_, nullptr)), who_(o.who_) {
+}
+
+engine::leadership& engine::leadership::operator=(leadership&& o) noexcept {
+  if (this != &o) {
+    release();
+    e_ = std::exchange(o.e_, nullptr);
+    who_ = o.who_;
+  }
+  return *this;
+}
+
+void engine::leadership::release(bool hand_off) {
+  if (auto* e = std::exchange(e_, nullptr))
+    e->finish_release(hand_off);
+}
+
+void engine::finish_release(bool hand_off) {
+  auto done = std::move(completions_);
+  completions_.clear();
+  leader_thread_.store(nullptr, std::memory_order_release);
+  lead_mutex_.unlock();
+  // Outside the engine: a Work's callbacks may issue the next op.
+  for (auto& [op, report] : done) {
+    auto who = op->background;
+    auto completion = std::move(op->done);
+    completion->complete(std::move(report));
+    (who == driver_kind::actor ? want_actor_ : want_op_thread_).fetch_sub(1);
+    unfinished_.fetch_sub(1);
+  }
+  if (hand_off)
+    this->hand_off();
+}
+
+void engine::hand_off() {
+  if (idle())
+    return;
+  // Ops are left (whoever posted them may be waiting for a background
+  // driver: it only leads when it finds the engine free), or frames wait
+  // for their acknowledgement.
+  bool ops_for_actor = want_actor_.load() > 0;
+  if (want_op_thread_.load() > 0 || (acks_pending_.load() && !ops_for_actor))
+    listener_.needs_driver(driver_kind::op_thread);
+  if (ops_for_actor)
+    listener_.needs_driver(driver_kind::actor);
+}
+
+// ---- the leader's pass -------------------------------------------------------------
+
+bool engine::progress(leadership&) {
+  auto now = opts_.now();
+  now_ = now;
+  bool moved = false;
+  // What arrived first (an ABORT or a BYE waiting in a socket fails the ops
+  // posted after it), then what was posted.
+  for (auto& c : channels_) {
+    if (!c || c->current() != transport::channel::state::open)
+      continue;
+    c->keep_alive(now);
+    moved |= c->progress(now) > 0;
+    settle();
+  }
+  if (inbox_ready_.load()) {
+    drain_inbox();
+    moved = true;
+  }
+  // Frames queued since each channel was written (by reading later
+  // channels, or by ops just started) go out now, not after a wait.
+  for (auto& c : channels_)
+    if (c && c->wants_write() && c->current() == transport::channel::state::open)
+      moved |= c->progress(now) > 0;
+  settle();
+  if (pending_loss_peer_ >= 0 && now >= pending_loss_at_ + loss_grace) {
+    // No ABORT explained the loss in time: this rank reports it itself.
+    auto why = pending_loss_why_;
+    pending_loss_peer_ = -1;
+    abort(errc::peer_lost, why, opts_.rank);
+    settle();
+    moved = true;
+  }
+  if (check_due_.exchange(false)) {
+    check_health(); // after reading every channel: a peer's bytes waiting here are not its silence
+    settle();
+  }
+  for (auto& task : std::exchange(tasks_, {}))
+    task();
+  if (opts_.cfg.transport_crc) {
+    bool unacked = false;
+    for (const auto& c : channels_)
+      unacked |= c && c->current() == transport::channel::state::open && c->unacked_frames() > 0;
+    acks_pending_.store(unacked);
+  }
+  return moved;
+}
+
+void engine::drain_inbox() {
+  std::vector<command> work;
+  {
+    std::lock_guard<std::mutex> guard{inbox_mutex_};
+    work.swap(inbox_);
+    inbox_ready_.store(false);
+  }
+  for (auto& c : work) {
+    switch (c.what) {
+      case command::kind::start:
+        start(std::move(c.op));
+        break;
+      case command::kind::abort:
+        abort(c.code, c.text, c.peer);
+        break;
+      case command::kind::resume: {
+        auto& ch = channels_[static_cast<std::size_t>(c.peer)];
+        if (!ch || ch->current() != transport::channel::state::resuming) {
+          if (c.conn)
+            c.conn->close();
+        } else if (c.conn) {
+          ch->resume(std::move(c.conn), now_);
+        } else {
+          ch->resume_failed(c.text);
+        }
+        break;
+      }
+      case command::kind::task:
+        tasks_.push_back(std::move(c.task));
+        break;
+    }
+    settle();
+  }
+}
+
+engine::clock::time_point engine::next_due(leadership&) const {
+  auto due = clock::time_point::max();
+  if (pending_loss_peer_ >= 0)
+    due = pending_loss_at_ + loss_grace;
+  for (const auto& c : channels_)
+    if (c && c->current() == transport::channel::state::open)
+      due = std::min(due, c->last_tx() + opts_.cfg.heartbeat / 2);
+  return due;
+}
+
+void engine::wait(leadership&, clock::time_point until) {
+  waiting_.store(true);
+  if (inbox_ready_.load() || check_due_.load()) {
+    waiting_.store(false);
+    return;
+  }
+  std::vector<pollfd> fds;
+  fds.reserve(channels_.size() + 1);
+  fds.push_back(pollfd{knock_fd_, POLLIN, 0});
+  bool every_fd = true;
+  for (const auto& c : channels_) {
+    if (!c || c->current() != transport::channel::state::open)
+      continue;
+    int fd = c->conn()->poll_fd();
+    if (fd < 0) {
+      every_fd = false;
+      break;
+    }
+    fds.push_back(pollfd{fd, static_cast<short>(POLLIN | (c->wants_write() ? POLLOUT : 0)), 0});
+  }
+  if (!every_fd) {
+    // A connection without a descriptor: every connection rings the knock
+    // when it is ready (connection::notify_when_ready), and only the knock
+    // is polled.
+    fds.resize(1);
+    int fd = knock_fd_;
+    for (const auto& c : channels_) {
+      if (!c || c->current() != transport::channel::state::open)
+        continue;
+      auto ring = [fd] {
+        uint64_t one = 1;
+        [[maybe_unused]] auto n = ::write(fd, &one, sizeof one);
+      };
+      c->conn()->notify_when_ready(false, ring);
+      if (c->wants_write())
+        c->conn()->notify_when_ready(true, ring);
+    }
+  }
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - opts_.now()).count() + 1;
+  ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(left, 0, 1000)));
+  waiting_.store(false);
+  uint64_t drained;
+  [[maybe_unused]] auto n = ::read(knock_fd_, &drained, sizeof drained);
+}
+
+void engine::arm(leadership&, const std::function<void()>& wake) {
+  for (const auto& c : channels_) {
+    if (!c || c->current() != transport::channel::state::open)
+      continue;
+    c->conn()->notify_when_ready(false, wake);
+    if (c->wants_write())
+      c->conn()->notify_when_ready(true, wake);
+  }
+}
+
+void engine::shutdown(leadership& l, uint64_t issued, clock::time_point deadline) {
+  progress(l); // what is posted and already here
+  if (!ops_.empty()) {
+    const auto& first = *ops_.begin()->second->request;
+    abort(errc::finalized,
+          "rank " + std::to_string(opts_.rank) + " finalized with " + std::to_string(ops_.size())
+            + " op(s) in flight (first: " + describe(first) + " seq " + std::to_string(first.seq) + ")",
+          opts_.rank);
+    settle();
+  }
+  shut_down_ = true;
+  {
+    std::lock_guard<std::mutex> guard{closed_mutex_};
+    if (!closed_.exchange(true))
+      closed_why_ = "rank " + std::to_string(opts_.rank) + " finalized the communicator";
+  }
+  drain_inbox(); // ops posted meanwhile fail with errc::finalized
+  // Best effort and bounded: a peer that is gone or slow is not waited for.
+  // First what is queued, and with CRC until the peers acknowledged every
+  // frame (one may still find a mismatch in what we sent last and ask for
+  // it again); then BYE, which is the last thing a peer reads from us.
+  auto flush = [&](bool acks) {
+    for (;;) {
+      bool moved = progress(l);
+      bool pending = false;
+      for (auto& c : channels_)
+        if (c && c->current() == transport::channel::state::open)
+          pending |= c->wants_write() || (acks && c->unacked_frames() > 0);
+      if (!pending || opts_.now() >= deadline)
+        return;
+      if (!moved)
+        wait(l, std::min(deadline, opts_.now() + std::chrono::milliseconds(10)));
+    }
+  };
+  flush(opts_.cfg.transport_crc);
+  for (auto& c : channels_)
+    if (c)
+      c->send_bye(issued);
+  flush(false);
+  for (auto& c : channels_)
+    if (c)
+      c->close();
+}
+
+bool engine::has_unclaimed_message(int peer, uint32_t tag) const {
+  return peer >= 0 && peer < opts_.world && matchers_[peer].has_unclaimed(tag);
+}
+
+std::string engine::peer_name(int peer) const {
+  const auto& c = channels_[static_cast<std::size_t>(peer)];
+  return c ? c->name() : "rank " + std::to_string(peer);
+}
+
+} // namespace mccl

@@ -1,0 +1,279 @@
+#pragma once
+/// The engine: mccl's one data plane. One per communicator. It owns a
+/// channel per peer (transport/channel.hpp) and the ops in flight, each an
+/// op session (op_session.hpp) hosting its algorithm, and moves every op of
+/// every kind (collectives, custom collectives, send and receive, with or
+/// without CRC, under fault scenarios) over every transport the same way.
+///
+/// Leadership. One thread at a time leads the engine (try_lead()); only
+/// the leader moves bytes, runs algorithms and reductions. Which thread
+/// leads is the drivers' choice (actors/comm_driver.hpp): the thread that
+/// issued or waits for an op, the communicator's op thread, or the
+/// progress actor; they take turns, never run the engine twice. A pass
+/// (progress()) never blocks; wait() blocks the leader until a connection
+/// is ready, something is posted, or a time is reached.
+///
+/// Posting. Any thread may post work (ops to start, an abort, a
+/// re-established connection, a health check, a task); the leader picks it
+/// up at its next pass, and a leader blocked in wait() is woken for it.
+///
+/// What it decides itself, in the leader: routing each frame to its op (or
+/// keeping it for an op not started yet), point-to-point matching, when a
+/// peer's frames are all in, failing every op and sending ABORT to every
+/// peer once one op fails, heartbeats on directions idle for half an
+/// interval. What it is told by the control plane: start this op, abort,
+/// check deadlines and liveness now (the watchdog's clock), use this new
+/// connection (the link actor's reconnect).
+///
+/// Completions run after the leader has let go of the engine, on that
+/// thread, never while it is held: a Work's callback may issue the next op.
+
+#include "collectives/flight_recorder.hpp"
+#include "collectives/op.hpp"
+#include "collectives/p2p_matcher.hpp"
+#include "config/config.hpp"
+#include "transport/buffer_pool.hpp"
+#include "transport/channel.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace mccl {
+
+class engine_op;
+
+/// How long a connection lost without BYE or ABORT waits for an ABORT from
+/// another rank that explains it before the peer is blamed: a peer that
+/// aborted because a third rank died may exit (closing its connections)
+/// before its ABORT, or the first rank's, reaches us over another socket.
+constexpr auto loss_grace = std::chrono::milliseconds(100);
+
+/// What the engine tells the communicator's control plane. Called on the
+/// thread that leads (or just let go); must only signal, never block or
+/// call back into the engine.
+class engine_listener {
+public:
+  virtual ~engine_listener() = default;
+  /// Ops are posted or running and nobody leads: a background driver of
+  /// kind `who` (op thread or actor) should take over.
+  virtual void needs_driver(driver_kind who) = 0;
+  /// The communicator aborted (once): why, and the rank that began it.
+  virtual void aborted(errc code, const std::string& why, int origin) = 0;
+  /// The connection to `peer` was lost and waits to be re-established
+  /// (MCCL_RECONNECT_MS): answer with post_resume().
+  virtual void link_lost(int peer, const std::string& why) = 0;
+};
+
+struct engine_options {
+  int rank = 0;
+  int world = 1;
+  uint32_t comm_id = 0;
+  config cfg;
+  transport::buffer_pool* pool = nullptr;
+  /// Lost connections wait for post_resume() (MCCL_RECONNECT_MS with
+  /// MCCL_TRANSPORT_CRC and a resumer).
+  bool resumable = false;
+  std::shared_ptr<transport::fault_recorder> faults; ///< null: no scenario
+  std::shared_ptr<flight_recorder> flight;           ///< null: none
+  /// The clock of every time the engine keeps (heartbeats, deadlines,
+  /// silences); a deterministic test passes its virtual one.
+  std::function<std::chrono::steady_clock::time_point()> now = [] {
+    return std::chrono::steady_clock::now();
+  };
+};
+
+class engine : private transport::channel_listener {
+public:
+  using clock = std::chrono::steady_clock;
+
+  /// `conns` by rank, null at this rank's own.
+  engine(engine_options opts, std::vector<transport::connection_ptr> conns, engine_listener& listener);
+  ~engine() override;
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  // ---- any thread ------------------------------------------------------------
+
+  /// Starts `op` (numbered already, `op->done` set) at the next pass.
+  void post(op_ptr op);
+  /// Aborts the communicator at the next pass.
+  void post_abort(errc code, std::string why, int origin);
+  /// The link actor's answer to link_lost(): the new connection, or null
+  /// and why it could not be re-established.
+  void post_resume(int peer, transport::connection_ptr conn, std::string why);
+  /// Check op deadlines (MCCL_TIMEOUT_MS) and peers' silence
+  /// (MCCL_HEARTBEAT_MS x MCCL_HEARTBEAT_MISSES) at the next pass.
+  void post_check();
+  /// Runs `task` in the leader at the end of the next pass, after every
+  /// channel was read (inspection: probe).
+  void post_task(std::function<void()> task);
+  /// Wakes a leader blocked in wait() (to let go: the op thread stops).
+  void wake() { knock(); }
+
+  /// Nothing posted, no op in flight, and (with MCCL_TRANSPORT_CRC) every
+  /// frame sent acknowledged: a peer may still ask for one again, and a
+  /// background driver stays to answer.
+  bool idle() const noexcept {
+    return unfinished_.load(std::memory_order_acquire) == 0 && !acks_pending_.load(std::memory_order_acquire);
+  }
+  /// The communicator aborted or was shut down: new ops fail at once.
+  bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+  std::string why_closed() const;
+  /// The thread leading now is this one (a completion callback, say).
+  bool led_by_this_thread() const noexcept;
+
+  /// Holds the engine while it exists. Letting go runs the completions
+  /// collected meanwhile and, when ops are left that nobody drives, asks
+  /// the listener for a background driver.
+  class leadership {
+  public:
+    leadership() = default;
+    leadership(leadership&& o) noexcept;
+    leadership& operator=(leadership&& o) noexcept;
+    ~leadership() { release(); }
+    explicit operator bool() const noexcept { return e_ != nullptr; }
+    driver_kind who() const noexcept { return who_; }
+    /// Lets go now. `hand_off`: ask for a background driver if work is
+    /// left (a background driver parking itself passes false).
+    void release(bool hand_off = true);
+
+  private:
+    friend class engine;
+    leadership(engine* e, driver_kind who) : e_(e), who_(who) {}
+    engine* e_ = nullptr;
+    driver_kind who_ = driver_kind::caller;
+  };
+
+  /// Leadership if nobody leads; an empty guard otherwise. Never blocks.
+  leadership try_lead(driver_kind who);
+  /// After letting go without handing off: asks for a background driver
+  /// when work is left.
+  void hand_off();
+
+  // ---- the leader --------------------------------------------------------------
+
+  /// One pass: posted work, every channel both ways, heartbeats, timers.
+  /// True when anything moved or changed.
+  bool progress(leadership& l);
+  /// The engine's clock (engine_options::now).
+  clock::time_point now() const { return opts_.now(); }
+  /// Blocks until a connection is ready, something is posted, or `until`
+  /// (by the engine's clock; a real one, since this blocks a thread).
+  void wait(leadership& l, clock::time_point until);
+  /// For drivers that cannot block: `wake` is called (on another thread)
+  /// when a connection becomes ready.
+  void arm(leadership& l, const std::function<void()>& wake);
+  /// When a pass is due without any I/O (a heartbeat to send, a lost
+  /// peer's grace period ending).
+  clock::time_point next_due(leadership& l) const;
+  /// Ops ended in this leadership: letting go completes them.
+  bool completions_pending(leadership&) const noexcept { return !completions_.empty(); }
+  /// No op is running, nothing is posted, no frame waits for its
+  /// acknowledgement (completions may be pending).
+  bool quiet(leadership&) const noexcept {
+    return ops_.empty() && !inbox_ready_.load() && !acks_pending_.load();
+  }
+  /// Finalize: fails what is in flight, tells every peer BYE (this rank
+  /// issued `issued` collectives), writes what is queued until `deadline`
+  /// (with CRC: until the peers acknowledged everything), closes every
+  /// connection. Later posts fail with errc::finalized.
+  void shutdown(leadership& l, uint64_t issued, clock::time_point deadline);
+
+  /// Inspection for the leader (tasks): a message with `tag` from `peer`
+  /// that no receive has claimed yet.
+  bool has_unclaimed_message(int peer, uint32_t tag) const;
+
+private:
+  friend class engine_op;
+  struct command;
+
+  // channel_listener
+  uint8_t* landing_for(int peer, const wire::frame_header& h) override;
+  void on_frame(transport::received_frame f) override;
+  void on_sent(int peer, const transport::frame_ref& ref) override;
+  void on_peer_abort(int peer, int origin, errc code, const std::string& reason) override;
+  void on_peer_bye(int peer, uint64_t issued) override;
+  void on_down(int peer, transport::down_kind kind, errc code, const std::string& why) override;
+  void on_fatal(int peer, errc code, const std::string& why) override;
+
+  void push(command c);
+  void knock();
+  void drain_inbox();
+  void start(op_ptr op);
+  /// Ops that need no peers (a group of one) end here; true if it did.
+  bool complete_locally(const op_ptr& op);
+  /// The op ends before it started: `code` and why.
+  void refuse(const op_ptr& op, errc code, const std::string& why);
+  void deliver(engine_op& op, transport::received_frame& f);
+  void deliver_matches(std::vector<p2p_matcher::match>& matches);
+  /// From an op's session: queue one data frame for `peer`.
+  void send_frame(engine_op& op, int peer, const wire::frame_header& h, const uint8_t* data,
+                  std::size_t len);
+  /// From an op's session: it reported its outcome.
+  void reported(engine_op& op);
+  /// Ends the ops that reported: aborts first when one failed, then
+  /// forgets them and queues their completions.
+  void settle();
+  void abort(errc code, const std::string& why, int origin, const std::string& wire_text = {});
+  void check_health();
+  /// Aborts when more than 2 GiB wait for ops not started or receives not
+  /// posted (ranks issuing different ops).
+  void check_kept(int peer, uint64_t seq, const char* what);
+  void finish_release(bool hand_off);
+  std::string peer_name(int peer) const;
+
+  engine_options opts_;
+  engine_listener& listener_;
+  std::vector<std::unique_ptr<transport::channel>> channels_; ///< by rank
+  std::vector<p2p_matcher> matchers_;                         ///< by rank
+
+  // Leadership and posting.
+  std::mutex lead_mutex_;
+  std::atomic<const void*> leader_thread_{nullptr};
+  driver_kind leader_kind_ = driver_kind::caller;
+  mutable std::mutex inbox_mutex_;
+  std::vector<command> inbox_;
+  std::vector<std::function<void()>> tasks_; ///< the leader's, from the inbox
+  std::atomic<bool> inbox_ready_{false};
+  std::atomic<bool> check_due_{false};
+  std::atomic<bool> waiting_{false};
+  int knock_fd_ = -1; ///< eventfd: wakes a leader blocked in wait()
+  /// Ops posted and not completed; what idle() reads.
+  std::atomic<int> unfinished_{0};
+  /// Posted and not completed, by the background driver they want.
+  std::atomic<int> want_op_thread_{0};
+  std::atomic<int> want_actor_{0};
+  std::atomic<bool> acks_pending_{false}; ///< a channel has unacknowledged CRC frames
+  std::atomic<bool> closed_{false};
+  mutable std::mutex closed_mutex_;
+  std::string closed_why_;
+
+  // Ops (the leader only).
+  clock::time_point now_;
+  std::unordered_map<uint64_t, std::unique_ptr<engine_op>> ops_; ///< by op id
+  std::unordered_map<uint64_t, engine_op*> routes_;             ///< collectives by seq
+  uint64_t next_start_seq_ = 0; ///< collectives below this have started
+  std::map<uint64_t, std::vector<transport::received_frame>> early_; ///< by seq
+  std::size_t early_bytes_ = 0;
+  std::vector<engine_op*> reported_;
+  std::vector<std::pair<op_ptr, op_report>> completions_; ///< run once the lead is let go
+
+  // Failure state (the leader only).
+  bool aborted_ = false;
+  errc abort_code_ = errc::none;
+  std::string abort_reason_;
+  bool shut_down_ = false;
+  std::map<int, uint64_t> departed_; ///< peers that said BYE: collectives they issued
+  int pending_loss_peer_ = -1;       ///< a lost peer waiting for an ABORT that explains it
+  std::string pending_loss_why_;
+  clock::time_point pending_loss_at_;
+};
+
+} // namespace mccl

@@ -1,0 +1,48 @@
+#pragma once
+/// One op in the engine (engine.hpp): its session (the algorithm and the
+/// frame protocol around it, op_session.hpp) plus what the engine keeps
+/// about it. Its frames go out through the engine's channels; its outcome
+/// goes back to the engine, which ends it at the next safe point.
+
+#include "collectives/engine.hpp"
+#include "collectives/op_session.hpp"
+
+namespace mccl {
+
+class engine_op final : public op_session {
+public:
+  engine_op(engine& e, op_ptr request, collective_args args, std::string algorithm,
+            algorithm_factory factory, engine::clock::time_point now)
+    : op_session(std::move(args), e.opts_.comm_id, std::move(algorithm), std::move(factory)),
+      request(std::move(request)), started(now), deadline(now + e.opts_.cfg.timeout), e_(e) {
+    if (!is_p2p())
+      landing_ = std::make_shared<landing_map>(this->args().op.signature(this->args().world));
+  }
+
+  bool is_p2p() const noexcept {
+    return request->kind == op_kind::send || request->kind == op_kind::recv;
+  }
+  /// Where its chunks may land in place; null for point-to-point.
+  landing_map* spots() noexcept { return landing_.get(); }
+
+  const op_ptr request;
+  const engine::clock::time_point started;
+  const engine::clock::time_point deadline;
+  uint64_t ticket = 0; ///< in the flight recorder
+  errc code = errc::none;
+  std::string message; ///< the outcome, once reported()
+
+private:
+  void emit(int peer, const wire::frame_header& h, const uint8_t* data, std::size_t len) override {
+    e_.send_frame(*this, peer, h, data, len);
+  }
+  void report(errc c, std::string m) override {
+    code = c;
+    message = std::move(m);
+    e_.reported(*this);
+  }
+
+  engine& e_;
+};
+
+} // namespace mccl

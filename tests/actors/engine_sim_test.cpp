@@ -1,0 +1,112 @@
+// The engine's routing and failure handling, end to end on simulated ranks
+// (sim_world.hpp): chunks of an op a rank has not started yet wait for it
+// without holding other ops up; a connection lost without explanation fails
+// ops only after the grace period in which an ABORT may explain it; a peer
+// that finalized is named by the ops that can no longer involve it.
+
+#include "collectives/engine.hpp"
+#include "reducers/dtype.hpp"
+
+#include <string>
+#include <vector>
+
+#include "sim_world.hpp" // last: includes the CAF test DSL
+
+using namespace mccl;
+using namespace mccl::sim_test;
+
+namespace {
+
+class EngineSim : public sim_world_fixture<> {
+protected:
+  /// An allreduce of `n` int32 on `rank`: element i is rank * 1000 + i.
+  work_ptr allreduce_on(sim_world& w, int rank, std::size_t n, std::vector<int32_t>*& buf) {
+    buf = &w.alloc<int32_t>(n);
+    for (std::size_t i = 0; i < n; ++i)
+      (*buf)[i] = rank * 1000 + static_cast<int32_t>(i);
+    return w.allreduce(rank, buf->data(), buf->data(), n, dtype::int32);
+  }
+
+  static void expect_sum(const std::vector<int32_t>& buf, int world) {
+    for (std::size_t i = 0; i < buf.size(); ++i) {
+      int32_t want = 0;
+      for (int r = 0; r < world; ++r)
+        want += r * 1000 + static_cast<int32_t>(i);
+      ASSERT_EQ(buf[i], want) << "element " << i;
+    }
+  }
+};
+
+// Rank 0 runs ops 0 and 1; rank 1 has issued op 0 only. Op 1's chunks reach
+// rank 1 first and wait there; op 0 completes on both ranks regardless.
+// When rank 1 issues op 1, it finds them.
+TEST_F(EngineSim, ChunksOfAnOpNotStartedWaitForItWithoutHoldingOthersUp) {
+  auto& w = make_world(2, sim_config("allreduce=ring"));
+  std::vector<int32_t>*a0, *a1, *b0, *b1;
+  auto op0_r0 = allreduce_on(w, 0, 3000, a0);
+  auto op1_r0 = allreduce_on(w, 0, 5000, a1);
+  auto op0_r1 = allreduce_on(w, 1, 3000, b0);
+  auto policy = round_robin();
+  ASSERT_TRUE(w.drive({op0_r0, op0_r1}, policy));
+  EXPECT_EQ(outcome(op0_r0), "ok");
+  EXPECT_EQ(outcome(op0_r1), "ok");
+  expect_sum(*a0, 2);
+  expect_sum(*b0, 2);
+  ASSERT_TRUE(w.drain(policy));
+  EXPECT_FALSE(op1_r0->done()) << "rank 0's op 1 cannot end without rank 1";
+  auto op1_r1 = allreduce_on(w, 1, 5000, b1);
+  ASSERT_TRUE(w.drive({op1_r0, op1_r1}, policy));
+  EXPECT_EQ(outcome(op1_r0), "ok");
+  EXPECT_EQ(outcome(op1_r1), "ok");
+  expect_sum(*a1, 2);
+  expect_sum(*b1, 2);
+  EXPECT_EQ(op1_r1->metrics().seq, 1u);
+}
+
+// A connection reset without BYE or ABORT: an op that needs the peer is
+// not failed at once (that would blame the peer before an ABORT from
+// another rank could explain the loss), but after the grace period, naming
+// the lost rank.
+TEST_F(EngineSim, AnUnexplainedLossFailsOpsAfterTheGracePeriod) {
+  auto& w = make_world(2, sim_config());
+  w.net().break_link(0, 1);
+  ASSERT_TRUE(w.settle());
+  std::vector<int32_t>* buf;
+  auto op = allreduce_on(w, 1, 10, buf);
+  ASSERT_TRUE(w.settle());
+  EXPECT_FALSE(op->done()) << outcome(op);
+  sched.advance_time(loss_grace);
+  ASSERT_TRUE(w.settle());
+  ASSERT_TRUE(op->done());
+  auto f = op->failure();
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->code(), errc::peer_lost) << f->what();
+  EXPECT_NE(std::string(f->what()).find("lost rank 0"), std::string::npos) << f->what();
+  EXPECT_NE(std::string(f->what()).find("connection reset by peer (simulated)"), std::string::npos)
+    << f->what();
+}
+
+// Rank 0 finalizes after one op: its BYE says it issued one, so rank 1's
+// next op fails at once naming rank 0 instead of waiting for it.
+TEST_F(EngineSim, AfterAByeOpsTheDepartedRankNeverIssuedFailNamingIt) {
+  auto& w = make_world(2, sim_config());
+  std::vector<int32_t>*a, *b, *c;
+  auto r0 = allreduce_on(w, 0, 100, a);
+  auto r1 = allreduce_on(w, 1, 100, b);
+  auto policy = round_robin(7);
+  ASSERT_TRUE(w.drive({r0, r1}, policy));
+  EXPECT_EQ(outcome(r1), "ok");
+  expect_sum(*b, 2);
+  w.core(0).finalize(std::chrono::milliseconds(0), false);
+  ASSERT_TRUE(w.drain(policy));
+  auto later = allreduce_on(w, 1, 100, c);
+  ASSERT_TRUE(w.settle());
+  ASSERT_TRUE(later->done());
+  auto f = later->failure();
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->code(), errc::peer_lost) << f->what();
+  EXPECT_NE(std::string(f->what()).find("rank 0 has already finalized"), std::string::npos) << f->what();
+  EXPECT_EQ(later->metrics().algorithm, "") << "it never started";
+}
+
+} // namespace

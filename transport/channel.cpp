@@ -1,0 +1,535 @@
+#include "transport/channel.hpp"
+
+#include "config/log.hpp"
+#include "transport/wire/frame_queue.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace mccl::transport {
+
+namespace {
+/// Receive staging: several small frames per recv, and a partial header.
+constexpr std::size_t stage_capacity = 128 * 1024;
+/// Bytes read per progress() call before the driver turns to other peers.
+constexpr std::size_t read_budget = 8u << 20;
+constexpr int max_iov = 32;
+
+frame_key key_of(const wire::frame_header& h) {
+  return frame_key{h.seq, h.step, h.chunk, (h.flags & wire::flag_p2p) != 0, true};
+}
+
+std::string chunk_text(const wire::frame_header& h) {
+  return std::string(h.flags & wire::flag_p2p ? "message " : "seq ") + std::to_string(h.seq)
+         + ", step " + std::to_string(h.step) + ", chunk " + std::to_string(h.chunk);
+}
+} // namespace
+
+channel::channel(channel_options opts, connection_ptr conn, channel_listener& listener,
+                 clock::time_point now)
+  : opts_(std::move(opts)), conn_(std::move(conn)), listener_(listener), name_(conn_->description()),
+    last_tx_(now), stage_(stage_capacity), last_rx_(now), crc_rx_(opts_.crc_retries) {
+}
+
+channel::~channel() {
+  close();
+}
+
+// ---- sending ----------------------------------------------------------------------
+
+bool channel::send(const wire::frame_header& h, const uint8_t* data, std::size_t len, frame_ref ref) {
+  if (state_ == state::closed || aborted_ || crc_failed_)
+    return false;
+  auto hdr = h;
+  hdr.kind = wire::frame_kind::data;
+  hdr.comm_id = opts_.comm_id;
+  hdr.payload_len = static_cast<uint32_t>(len);
+  if (opts_.crc) {
+    // The channel keeps its own copy until the peer acknowledges it, so a
+    // frame can go again after the caller reused its buffer
+    // (crc_recovery.hpp); the caller's memory is free at once.
+    const auto& kept = crc_tx_.keep(hdr, data, len);
+    if (state_ == state::resuming || awaiting_resume_count_) {
+      // Nothing to write to yet: it goes with the others once the peer
+      // says where to start again (on_resume_count).
+      listener_.on_sent(opts_.peer, ref);
+      return true;
+    }
+    queue_kept(kept, true, ref);
+    return true;
+  }
+  tx_item item;
+  wire::encode_header(hdr, item.header);
+  item.data = data;
+  item.len = len;
+  item.data_frame = true;
+  item.ref = ref;
+  txq_.push_back(std::move(item));
+  return true;
+}
+
+void channel::queue_kept(const crc_sender::kept_frame& f, bool report, frame_ref ref) {
+  tx_item item;
+  wire::encode_header(f.header, item.header);
+  item.data = f.payload.data(); // kept until acknowledged, which cannot precede its arrival
+  item.len = f.payload.size();
+  item.data_frame = report;
+  item.ref = ref;
+  txq_.push_back(std::move(item));
+}
+
+void channel::queue_control(wire::frame_kind kind, uint32_t aux, std::vector<uint8_t> payload,
+                            uint64_t seq, uint32_t step) {
+  tx_item item;
+  wire::frame_header h;
+  h.kind = kind;
+  h.seq = seq;
+  h.step = step;
+  h.comm_id = opts_.comm_id;
+  h.aux = aux;
+  h.payload_len = static_cast<uint32_t>(payload.size());
+  wire::encode_header(h, item.header);
+  item.owned = std::move(payload);
+  item.data = item.owned.data();
+  item.len = item.owned.size();
+  txq_.push_back(std::move(item));
+}
+
+void channel::abort(int origin, errc code, const std::string& reason) {
+  if (aborted_ || state_ == state::closed)
+    return;
+  aborted_ = true;
+  record("abort_sent", nullptr, "ABORT (origin rank " + std::to_string(origin) + "): " + reason);
+  // Drop every frame not begun; the one on the wire must finish (the stream
+  // would be corrupt otherwise), from a copy of what is left of it.
+  if (!txq_.empty()) {
+    auto front = std::move(txq_.front());
+    txq_.clear();
+    if (front.written > 0) {
+      if (front.owned.empty() && front.len > 0) {
+        front.owned.assign(front.data, front.data + front.len);
+        front.data = front.owned.data();
+      }
+      front.data_frame = false;
+      txq_.push_back(std::move(front));
+    }
+  }
+  crc_tx_.clear(); // after the purge: the frame on the wire was copied out of it
+  if (in_payload_ && cur_land_) {
+    // The rest of this payload must not reach the op's memory any more.
+    cur_land_ = nullptr;
+    cur_discard_ = true;
+    cur_buf_ = opts_.pool->acquire(cur_.payload_len);
+  }
+  if (state_ == state::resuming) {
+    // Nothing to send the ABORT on: the peer's own window ends, or another
+    // rank's ABORT reaches it first.
+    txq_.clear();
+    return;
+  }
+  // The error code travels in the step field, so peers report the same
+  // kind of failure (a desync stays a desync everywhere).
+  queue_control(wire::frame_kind::abort, static_cast<uint32_t>(origin), wire::encode_text(reason), 0,
+                static_cast<uint32_t>(code));
+}
+
+void channel::send_bye(uint64_t issued) {
+  if (state_ != state::open)
+    return;
+  // BYE carries how many collectives this rank issued, so the peer can tell
+  // ops we completed (all our bytes precede the BYE) from ops we never issued.
+  queue_control(wire::frame_kind::bye, static_cast<uint32_t>(opts_.rank), {}, issued);
+}
+
+void channel::keep_alive(clock::time_point now) {
+  // Half an interval: the peer never goes 1.5 intervals without hearing from us.
+  if (state_ == state::open && !aborted_ && txq_.empty() && now - last_tx_ >= opts_.heartbeat / 2)
+    queue_control(wire::frame_kind::heartbeat, 0, {});
+}
+
+// ---- driving ----------------------------------------------------------------------
+
+std::size_t channel::progress(clock::time_point now) {
+  if (state_ != state::open)
+    return 0;
+  auto moved = write_frames(now);
+  if (state_ != state::open)
+    return moved;
+  moved += read_frames(now);
+  if (state_ == state::open && opts_.crc) {
+    ack_delivered_frames();
+    if (!txq_.empty())
+      moved += write_frames(now);
+  }
+  return moved;
+}
+
+std::size_t channel::write_frames(clock::time_point now) {
+  std::size_t total = 0;
+  while (!txq_.empty() && state_ == state::open) {
+    iovec iov[max_iov];
+    int n = gather_frames(txq_, iov, max_iov);
+    auto r = conn_->write_some(iov, n);
+    if (!r.error.empty()) {
+      auto why = "sending to " + name_ + " failed: " + r.error;
+      if (!opts_.resumable) {
+        // Read what the peer sent before it went away (an ABORT naming the
+        // real cause, or its BYE) so that is reported, not our loss.
+        txq_.clear();
+        read_frames(now);
+      }
+      lost(why);
+      return total;
+    }
+    if (r.bytes == 0)
+      break;
+    total += r.bytes;
+    last_tx_ = now;
+    account_written(txq_, r.bytes, [&](tx_item& done) {
+      if (done.data_frame)
+        listener_.on_sent(opts_.peer, done.ref);
+    });
+  }
+  return total;
+}
+
+std::size_t channel::stage_read_limit() const {
+  auto room = stage_.size() - stage_end_;
+  if (!large_frames_ || in_payload_ || stage_end_ - stage_begin_ >= wire::header_size)
+    return room;
+  // Only up to the end of the next header: its payload is then read
+  // straight to its destination. One more recv per frame saves a copy of
+  // up to stage_capacity bytes.
+  return std::min(room, wire::header_size - (stage_end_ - stage_begin_));
+}
+
+std::size_t channel::read_frames(clock::time_point now) {
+  std::size_t total = 0;
+  while (state_ == state::open && total < read_budget) {
+    // 1. Consume what is staged.
+    while (stage_begin_ < stage_end_ && state_ == state::open) {
+      auto avail = stage_end_ - stage_begin_;
+      if (!in_payload_) {
+        if (avail < wire::header_size)
+          break;
+        auto res = wire::decode_header(stage_.data() + stage_begin_, avail, opts_.max_payload);
+        if (res.status != wire::decode_status::ok) {
+          fail(errc::protocol_error, "malformed frame from " + name_ + ": " + res.reason);
+          return total;
+        }
+        stage_begin_ += wire::header_size;
+        begin_frame(res.header);
+      } else {
+        auto n = std::min<std::size_t>(avail, cur_.payload_len - cur_have_);
+        std::memcpy(payload_at(), stage_.data() + stage_begin_, n);
+        cur_have_ += n;
+        stage_begin_ += n;
+        if (cur_have_ == cur_.payload_len)
+          frame_complete();
+      }
+    }
+    if (state_ != state::open)
+      return total;
+    if (stage_begin_ == stage_end_) {
+      stage_begin_ = stage_end_ = 0;
+    } else if (stage_begin_ > 0) {
+      // Keep a partial header contiguous at the front.
+      std::memmove(stage_.data(), stage_.data() + stage_begin_, stage_end_ - stage_begin_);
+      stage_end_ -= stage_begin_;
+      stage_begin_ = 0;
+    }
+    // 2. Read more: a large payload's remainder straight to its destination.
+    bool direct = in_payload_ && stage_end_ == 0 && cur_.payload_len - cur_have_ >= direct_read_min;
+    auto r = direct ? conn_->read_some(payload_at(), cur_.payload_len - cur_have_)
+                    : conn_->read_some(stage_.data() + stage_end_, stage_read_limit());
+    if (r.bytes > 0) {
+      total += r.bytes;
+      last_rx_ = now;
+      if (!direct) {
+        stage_end_ += r.bytes;
+      } else {
+        cur_have_ += r.bytes;
+        if (cur_have_ == cur_.payload_len)
+          frame_complete();
+      }
+      continue;
+    }
+    if (r.closed)
+      lost(r.error.empty() ? name_ + " closed the connection"
+                           : "connection to " + name_ + " failed: " + r.error);
+    break;
+  }
+  return total;
+}
+
+void channel::begin_frame(const wire::frame_header& h) {
+  cur_ = h;
+  cur_have_ = 0;
+  cur_discard_ = false;
+  cur_land_ = nullptr;
+  bool data = h.kind == wire::frame_kind::data;
+  if (data)
+    large_frames_ = h.payload_len >= direct_read_min;
+  // Only intact, wanted data frames of this communicator may land in place.
+  if (data && h.payload_len > 0 && h.comm_id == opts_.comm_id && !aborted_ && !crc_failed_)
+    cur_land_ = listener_.landing_for(opts_.peer, h);
+  cur_buf_ = h.payload_len > 0 && !cur_land_ ? opts_.pool->acquire(h.payload_len) : nullptr;
+  in_payload_ = true;
+  if (h.payload_len == 0)
+    frame_complete();
+}
+
+void channel::frame_complete() {
+  in_payload_ = false;
+  auto h = cur_;
+  auto buf = std::move(cur_buf_);
+  const uint8_t* landed = std::exchange(cur_land_, nullptr);
+  if (std::exchange(cur_discard_, false)) {
+    // Still counted: CRC recovery numbers every checked frame.
+    if (h.kind == wire::frame_kind::data && (h.flags & wire::flag_crc) && !(h.flags & wire::flag_retransmit))
+      crc_rx_.skip();
+    return;
+  }
+  switch (h.kind) {
+    case wire::frame_kind::data:
+      return on_data(received_frame{opts_.peer, h, std::move(buf), landed});
+    case wire::frame_kind::heartbeat:
+      return;
+    case wire::frame_kind::crc_ack:
+      if (awaiting_resume_count_)
+        on_resume_count(h.seq);
+      else
+        crc_tx_.on_ack(h.seq);
+      return;
+    case wire::frame_kind::crc_nack:
+      return on_crc_nack(h.seq);
+    case wire::frame_kind::abort: {
+      std::string why;
+      auto text = wire::decode_text(buf.get(), h.payload_len, &why);
+      auto reason = text ? *text : "(unreadable reason: " + why + ")";
+      record("peer_abort", nullptr, "rank " + std::to_string(h.aux) + " aborted the communicator: " + reason);
+      listener_.on_peer_abort(opts_.peer, static_cast<int>(h.aux), wire::abort_code(h), reason);
+      return;
+    }
+    case wire::frame_kind::bye: {
+      auto why = name_ + " finalized after issuing " + std::to_string(h.seq) + " op(s)";
+      record("peer_finalized", nullptr, why);
+      MCCL_LOG(info, why);
+      state_ = state::closed;
+      txq_.clear();
+      crc_tx_.clear();
+      conn_->close();
+      listener_.on_peer_bye(opts_.peer, h.seq);
+      return;
+    }
+    default:
+      fail(errc::protocol_error, std::string("unexpected ") + wire::to_string(h.kind) + " frame from "
+                                   + name_ + " after the handshake");
+  }
+}
+
+void channel::on_data(received_frame f) {
+  bool checked = f.header.flags & wire::flag_crc;
+  if (checked != opts_.crc) {
+    fail(errc::invalid_config,
+         name_ + (checked ? " sends CRC32C-checked frames but MCCL_TRANSPORT_CRC is off"
+                          : " sends frames without CRC32C but MCCL_TRANSPORT_CRC is on")
+           + " on rank " + std::to_string(opts_.rank)
+           + ": set MCCL_TRANSPORT_CRC to the same value on every rank");
+    return;
+  }
+  if (checked)
+    on_crc_frame(std::move(f));
+  else
+    accept_data(std::move(f));
+}
+
+void channel::accept_data(received_frame f) {
+  if (aborted_)
+    return; // the communicator aborted: no op wants data any more
+  if (f.header.comm_id != opts_.comm_id) {
+    fail(errc::protocol_error, "frame for communicator " + std::to_string(f.header.comm_id)
+                                 + " on a link of communicator " + std::to_string(opts_.comm_id)
+                                 + " from " + name_);
+    return;
+  }
+  listener_.on_frame(std::move(f));
+}
+
+// ---- CRC recovery --------------------------------------------------------------------
+
+void channel::on_crc_frame(received_frame f) {
+  if (crc_failed_ || aborted_)
+    return;
+  // A corrupted payload may have landed in the op's memory already (receive
+  // in place); its retransmission arrives in pooled memory (a spot is
+  // claimed once) and the algorithm copies it over.
+  const auto h = f.header;
+  bool ok = wire::frame_crc(h, f.payload(), h.payload_len) == h.crc;
+  auto out = crc_rx_.on_frame(std::move(f), ok);
+  if (!out.fatal.empty()) {
+    crc_failed_ = true;
+    auto text = "CRC32C recovery failed on the link from rank " + std::to_string(opts_.peer)
+                + " to rank " + std::to_string(opts_.rank) + " (" + chunk_text(h) + "): " + out.fatal;
+    record("crc_budget_exhausted", &h, text);
+    MCCL_LOG(error, text);
+    // The communicator aborts: every rank, the sender included, learns why.
+    listener_.on_fatal(opts_.peer, errc::protocol_error, text);
+    return;
+  }
+  for (auto index : out.nacks) {
+    MCCL_LOG(warn, "CRC32C mismatch on a chunk from " << name_ << " (" << chunk_text(h)
+                   << ", link frame " << index << "): asking for it again");
+    record("nack_sent", &h, "CRC32C mismatch; link frame " + std::to_string(index)
+                              + " requested again (attempt " + std::to_string(out.attempts + 1) + ")");
+    queue_control(wire::frame_kind::crc_nack, 0, {}, index);
+  }
+  if (out.recovered)
+    record("crc_recovered", &h, "link frame " + std::to_string(out.index) + " arrived intact after "
+                                  + std::to_string(out.attempts) + " retransmission(s)");
+  for (auto& c : out.deliver) {
+    if (state_ != state::open)
+      return;
+    accept_data(std::move(c));
+  }
+}
+
+void channel::ack_delivered_frames() {
+  if (aborted_ || crc_rx_.delivered() == crc_acked_)
+    return;
+  crc_acked_ = crc_rx_.delivered();
+  queue_control(wire::frame_kind::crc_ack, 0, {}, crc_acked_);
+}
+
+void channel::on_crc_nack(uint64_t index) {
+  if (aborted_)
+    return;
+  std::string why;
+  auto* f = crc_tx_.on_nack(index, &why);
+  if (!f) {
+    fail(errc::protocol_error, name_ + " " + why + " (CRC recovery out of step)");
+    return;
+  }
+  MCCL_LOG(warn, name_ << " found a CRC32C mismatch in " << chunk_text(f->header) << ": sending it again");
+  record("retransmit", &f->header, "link frame " + std::to_string(index) + " sent again after a NACK");
+  queue_kept(*f, false, {});
+}
+
+// ---- losing and resuming the connection ----------------------------------------------
+
+void channel::lost(const std::string& why) {
+  if (state_ != state::open)
+    return;
+  bool may_resume = opts_.resumable && opts_.crc && !aborted_ && !crc_failed_;
+  if (!may_resume) {
+    go_down(down_kind::lost, errc::peer_lost, why);
+    return;
+  }
+  state_ = state::resuming;
+  awaiting_resume_count_ = false;
+  resume_cause_ = why;
+  resume_started_ = clock::now();
+  conn_->close();
+  // Frames not (fully) written are dropped: each data frame has its copy in
+  // crc_tx_, and on_resume_count sends every one the peer did not get.
+  // Control frames (acks, heartbeats) are stale on a new connection.
+  for (auto& item : txq_)
+    if (item.data_frame)
+      listener_.on_sent(opts_.peer, item.ref);
+  txq_.clear();
+  reset_rx(); // a half-read frame is read again from its start
+  MCCL_LOG(warn, "link to " << name_ << " lost (" << why << "): re-establishing it within "
+                              "MCCL_RECONNECT_MS=" << opts_.reconnect.count());
+  record("reconnect", nullptr, "attempt: connection lost (" + why + "), resuming within "
+                                 "MCCL_RECONNECT_MS=" + std::to_string(opts_.reconnect.count()));
+  listener_.on_down(opts_.peer, down_kind::resumable, errc::peer_lost, why);
+}
+
+void channel::resume(connection_ptr fresh, clock::time_point now) {
+  if (state_ != state::resuming) {
+    if (fresh)
+      fresh->close();
+    return;
+  }
+  conn_ = conn_->resumed(std::move(fresh));
+  state_ = state::open;
+  // Tell the peer how many of its frames arrived in order; it sends the
+  // rest again. Our own data waits for its count (on_resume_count).
+  uint64_t in_order = crc_rx_.resume();
+  crc_acked_ = in_order;
+  awaiting_resume_count_ = true;
+  queue_control(wire::frame_kind::crc_ack, 0, {}, in_order);
+  last_rx_ = last_tx_ = now;
+}
+
+void channel::resume_failed(const std::string& why) {
+  if (state_ != state::resuming)
+    return;
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - resume_started_);
+  record("reconnect", nullptr, "failed after " + std::to_string(waited.count()) + " ms: " + why);
+  go_down(down_kind::error, errc::peer_lost, resume_cause_ + "; " + why);
+}
+
+void channel::on_resume_count(uint64_t count) {
+  awaiting_resume_count_ = false;
+  std::string why;
+  auto* frames = crc_tx_.resume_from(count, &why);
+  if (!frames) {
+    fail(errc::protocol_error, name_ + " cannot resume the link: " + why);
+    return;
+  }
+  for (const auto& f : *frames)
+    queue_kept(f, false, {});
+  ++resumes_;
+  auto healed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - resume_started_);
+  MCCL_LOG(warn, "link to " << name_ << " resumed after " << healed.count() << " ms; sending "
+                            << frames->size() << " unacknowledged frame(s) again");
+  record("reconnect", nullptr, "success: resumed after " + std::to_string(healed.count()) + " ms (resume #"
+                                 + std::to_string(resumes_) + "), " + std::to_string(frames->size())
+                                 + " frame(s) sent again");
+}
+
+void channel::fail(errc code, const std::string& why) {
+  if (state_ == state::closed)
+    return;
+  go_down(down_kind::error, code, why);
+}
+
+void channel::go_down(down_kind kind, errc code, const std::string& why) {
+  state_ = state::closed;
+  txq_.clear(); // nothing more is written: no pointer into caller memory survives
+  crc_tx_.clear();
+  reset_rx();
+  conn_->close();
+  record("link_down", nullptr, why);
+  MCCL_LOG(warn, "link to " << name_ << " is down: " << why);
+  listener_.on_down(opts_.peer, kind, code, why);
+}
+
+void channel::close() {
+  if (state_ == state::closed)
+    return;
+  state_ = state::closed;
+  txq_.clear();
+  crc_tx_.clear();
+  reset_rx();
+  if (conn_)
+    conn_->close();
+}
+
+void channel::reset_rx() {
+  in_payload_ = false;
+  cur_buf_.reset();
+  cur_land_ = nullptr;
+  cur_discard_ = false;
+  cur_have_ = 0;
+  stage_begin_ = stage_end_ = 0;
+}
+
+void channel::record(const char* kind, const wire::frame_header* h, const std::string& detail) {
+  if (opts_.recorder)
+    opts_.recorder->reaction(kind, opts_.peer, h ? key_of(*h) : frame_key{}, detail);
+}
+
+} // namespace mccl::transport
