@@ -286,8 +286,10 @@ engine::clock::time_point engine::next_due(leadership&) const {
   auto due = clock::time_point::max();
   if (pending_loss_peer_ >= 0)
     due = pending_loss_at_ + loss_grace;
+  // A channel with bytes queued waits for writability, not for a time (its
+  // heartbeat is queued behind them anyway).
   for (const auto& c : channels_)
-    if (c && c->current() == transport::channel::state::open)
+    if (c && c->current() == transport::channel::state::open && !c->wants_write())
       due = std::min(due, c->last_tx() + opts_.cfg.heartbeat / 2);
   return due;
 }
