@@ -12,6 +12,10 @@
 //   mccl_check striped COUNT...      allreduce, broadcast and ops as above, then
 //                                    small allreduces that must run inline at
 //                                    least once (for several sockets per peer)
+//   mccl_check liveness SECONDS COUNT
+//                                    allreduce COUNT floats back to back for
+//                                    SECONDS, checking each result: no rank
+//                                    may be declared dead meanwhile
 //   mccl_check late-rank MS          rank 1 computes (sleeps) MS before each
 //                                    allreduce (count 1, then 262147): a slow
 //                                    but live rank must not be declared dead
@@ -167,6 +171,44 @@ int run_stress(mccl::communicator& comm, std::size_t count) {
   }
 }
 
+int run_liveness(mccl::communicator& comm, std::size_t seconds, std::size_t count) {
+  // Large ops back to back, no compute in between: whatever pairs the
+  // algorithm leaves without data, every peer must keep hearing from every
+  // other. Rank 0 decides when to stop (a broadcast), so all ranks issue
+  // the same ops.
+  std::vector<float> data(count);
+  const int n = comm.size();
+  const float want = static_cast<float>(n * (n + 1) / 2);
+  auto t0 = clock_type::now();
+  long ops = 0;
+  for (;;) {
+    int32_t go = std::chrono::duration<double>(clock_type::now() - t0).count() < static_cast<double>(seconds);
+    try {
+      comm.broadcast(&go, 1, mccl::dtype::int32, 0).wait();
+      if (!go)
+        break;
+      std::fill(data.begin(), data.end(), static_cast<float>(comm.rank() + 1));
+      comm.allreduce(data.data(), count).wait();
+    } catch (const mccl::error& e) {
+      auto s = std::chrono::duration<double>(clock_type::now() - t0).count();
+      std::printf("rank %d: op failed after %.1f s and %ld allreduce(s): %s\n", comm.rank(), s, ops, e.what());
+      std::fflush(stdout);
+      return 3;
+    }
+    for (std::size_t i = 0; i < count; i += count / 7 + 1)
+      if (data[i] != want) {
+        std::printf("rank %d: allreduce %ld: element %zu is %g, expected %g\n", comm.rank(), ops, i,
+                    static_cast<double>(data[i]), static_cast<double>(want));
+        return 1;
+      }
+    ++ops;
+  }
+  auto s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  std::printf("rank %d: liveness: %ld allreduce(s) of %zu floats in %.1f s, every rank alive\n", comm.rank(),
+              ops, count, s);
+  return 0;
+}
+
 int run_late_rank(mccl::communicator& comm, std::size_t ms) {
   for (std::size_t count : {std::size_t{1}, std::size_t{262147}}) {
     if (comm.rank() == 1)
@@ -294,7 +336,7 @@ int run_striped(mccl::communicator& comm, const std::vector<std::size_t>& counts
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: mccl_check allreduce|broadcast|barrier|ops|stress|late-rank|finalize-alone [COUNT...]\n");
+    std::fprintf(stderr, "usage: mccl_check allreduce|broadcast|barrier|ops|stress|liveness|late-rank|finalize-alone [COUNT...]\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -313,6 +355,8 @@ int main(int argc, char** argv) {
     else if (mode == "stress") rc = run_stress(comm, counts.empty() ? (1u << 22) : counts[0]);
     else if (mode == "finalize-alone") rc = run_finalize_alone(comm);
     else if (mode == "late-rank") rc = run_late_rank(comm, counts.empty() ? 3000 : counts[0]);
+    else if (mode == "liveness")
+      rc = run_liveness(comm, counts.empty() ? 60 : counts[0], counts.size() > 1 ? counts[1] : (1u << 22));
     else std::fprintf(stderr, "mccl_check: unknown mode %s\n", mode.c_str());
     comm.finalize();
     return rc;
