@@ -48,9 +48,11 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   init_.conns.clear(); // the engine's channels own them now
   if (init_.cfg.op_thread_bytes > 0 && init_.world > 1) {
     op_thread::hooks h;
-    h.busy = [this] { return !engine_->idle(); };
+    h.busy = [this] { return !engine_->idle() && !engine_->callers_driving(); };
     h.drive = [this](const std::function<bool()>& stop) {
-      return drive(driver_kind::op_thread, [&] { return stop() || engine_->idle(); },
+      // A caller that waits drives the engine itself: leave it to it.
+      return drive(driver_kind::op_thread,
+                   [&] { return stop() || engine_->idle() || engine_->callers_driving(); },
                    clock::time_point::max());
     };
     h.wake_leader = [this] { engine_->wake(); };
@@ -97,6 +99,12 @@ void comm_core::submit(op_ptr op, const std::shared_ptr<work_state>& work) {
   op->done = work;
   op->background = op_thread_ && bytes <= init_.cfg.op_thread_bytes ? driver_kind::op_thread
                                                                       : driver_kind::actor;
+  // A small collective runs to its end here: no thread hand-off at all.
+  // Point-to-point ops never do: a receive may wait for a send this caller
+  // issues next.
+  bool small = !is_p2p(op->kind) && bytes <= init_.cfg.inline_bytes && init_.cfg.inline_bytes > 0;
+  if (small)
+    engine_->caller_arrived(); // before the post: no background driver takes it meanwhile
   {
     std::lock_guard<std::mutex> guard{submit_mutex_};
     op->id = next_id_++;
@@ -106,20 +114,21 @@ void comm_core::submit(op_ptr op, const std::shared_ptr<work_state>& work) {
       op->seq = next_seq_++;
     engine_->post(op);
   }
+  // Captures no more than fits in std::function's own storage: no
+  // allocation per op.
   std::weak_ptr<comm_core> self = weak_from_this();
-  std::weak_ptr<work_state> state = work;
-  work->set_driver([self, state](clock::time_point deadline) {
+  work->set_driver([self](const work_state& state, clock::time_point deadline) {
     auto c = self.lock();
-    auto s = state.lock();
-    return c && s && c->drive(driver_kind::caller, [&] { return s->done(); }, deadline);
+    return c && c->drive(driver_kind::caller, [&] { return state.done(); }, deadline);
   });
-  // A small collective runs to its end here: no thread hand-off at all.
-  // Point-to-point ops never do: a receive may wait for a send this caller
-  // issues next.
-  bool small = !is_p2p(op->kind) && bytes <= init_.cfg.inline_bytes && init_.cfg.inline_bytes > 0;
-  if (small && drive(driver_kind::caller, [&] { return work->done(); },
-                     now() + init_.cfg.timeout + std::chrono::seconds(1)))
-    return;
+  if (small) {
+    bool led = lead_until(driver_kind::caller, [&] { return work->done(); },
+                          now() + init_.cfg.timeout + std::chrono::seconds(1));
+    engine_->caller_left();
+    engine_->hand_off();
+    if (led)
+      return;
+  }
   // Left to a background driver until someone waits for it.
   if (op->background == driver_kind::op_thread)
     op_thread_->posted();
@@ -128,10 +137,31 @@ void comm_core::submit(op_ptr op, const std::shared_ptr<work_state>& work) {
 }
 
 bool comm_core::drive(driver_kind who, const std::function<bool()>& done, clock::time_point deadline) {
+  bool caller = who == driver_kind::caller;
+  if (caller)
+    engine_->caller_arrived();
+  bool led = lead_until(who, done, deadline);
+  if (caller)
+    engine_->caller_left();
+  engine_->hand_off(); // work left that nobody drives now goes to a background driver
+  return led;
+}
+
+bool comm_core::lead_until(driver_kind who, const std::function<bool()>& done, clock::time_point deadline) {
   bool led = false;
   auto idle_since = now();
   while (!done()) {
     auto lead = engine_->try_lead(who);
+    if (!lead && who == driver_kind::caller) {
+      // Another thread leads, usually for one short pass (a tick), or a
+      // background driver that lets go once it sees a caller: take over as
+      // soon as it does rather than sleep until the op is done.
+      engine_->wake();
+      for (auto until = now() + init_.cfg.spin; !lead && !done() && now() < until;) {
+        std::this_thread::yield();
+        lead = engine_->try_lead(who);
+      }
+    }
     if (!lead)
       break; // another thread leads; it finishes the work or hands it off
     led = true;
@@ -160,8 +190,6 @@ bool comm_core::drive(driver_kind who, const std::function<bool()>& done, clock:
     if (now() >= deadline)
       break;
   }
-  if (led)
-    engine_->hand_off();
   return led;
 }
 

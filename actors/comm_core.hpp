@@ -112,6 +112,8 @@ public:
 
 private:
   explicit comm_core(comm_core_init init);
+  /// drive() without announcing a caller: leads while it can.
+  bool lead_until(driver_kind who, const std::function<bool()>& done, clock::time_point deadline);
   void start_actors();
 
   // engine_listener

@@ -7,9 +7,9 @@ namespace mccl {
 
 work communicator::impl::submit(std::shared_ptr<op_request> req) {
   auto& op = *req;
-  auto what = describe(op);
   if (finalized.load())
-    throw error(errc::finalized, what + " on rank " + std::to_string(rank) + ": the communicator was finalized");
+    throw error(errc::finalized,
+                describe(op) + " on rank " + std::to_string(rank) + ": the communicator was finalized");
   actors::check_op(op, rank, world);
   auto state = std::make_shared<work_state>(cfg.timeout, op.kind == op_kind::custom ? op.name : to_string(op.kind));
   work w(state);

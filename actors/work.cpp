@@ -53,7 +53,7 @@ bool work_state::wait_until(std::chrono::steady_clock::time_point deadline) {
       std::lock_guard<std::mutex> guard{mutex_};
       drive = driver_;
     }
-    if (drive && drive(deadline))
+    if (drive && drive(*this, deadline))
       continue; // drove until done, the deadline, or another thread took over
     // Another thread drives: it completes the op. A small op often does so
     // within microseconds, and sleeping costs a cross-core wake-up (20-55 us

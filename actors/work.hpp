@@ -56,10 +56,12 @@ public:
   bool wait_until(std::chrono::steady_clock::time_point deadline);
   std::optional<error> failure() const;
   void add_callback(std::function<void()> cb);
-  /// How a waiting thread moves the op: drives its engine until the op is
-  /// done or `deadline`, and returns false at once when another thread
-  /// drives it (then the waiter sleeps until the op completes).
-  using driver_fn = std::function<bool(std::chrono::steady_clock::time_point deadline)>;
+  /// How a waiting thread moves the op: drives its engine until `state`
+  /// (this op) is done or `deadline`, and returns false at once when
+  /// another thread drives it (then the waiter sleeps until the op
+  /// completes).
+  using driver_fn =
+    std::function<bool(const work_state& state, std::chrono::steady_clock::time_point deadline)>;
   void set_driver(driver_fn drive);
   op_metrics metrics() const;
 

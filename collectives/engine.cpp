@@ -170,8 +170,9 @@ void engine::leadership::release(bool hand_off) {
 }
 
 void engine::finish_release(bool hand_off) {
-  auto done = std::move(completions_);
-  completions_.clear();
+  // Swapped with a vector kept for the purpose: no allocation per op.
+  std::vector<std::pair<op_ptr, op_report>> done;
+  done.swap(completions_);
   leader_thread_.store(nullptr, std::memory_order_release);
   lead_mutex_.unlock();
   // Outside the engine: a Work's callbacks may issue the next op.
@@ -182,13 +183,20 @@ void engine::finish_release(bool hand_off) {
     (who == driver_kind::actor ? want_actor_ : want_op_thread_).fetch_sub(1);
     unfinished_.fetch_sub(1);
   }
+  done.clear();
+  // Hand the capacity back unless another leader started collecting.
+  if (done.capacity() > 0 && lead_mutex_.try_lock()) {
+    if (completions_.empty())
+      completions_.swap(done);
+    lead_mutex_.unlock();
+  }
   if (hand_off)
     this->hand_off();
 }
 
 void engine::hand_off() {
-  if (idle())
-    return;
+  if (idle() || callers_driving())
+    return; // nothing left, or a caller takes the engine as soon as it is free
   // Ops are left (whoever posted them may be waiting for a background
   // driver: it only leads when it finds the engine free), or frames wait
   // for their acknowledgement.
@@ -205,8 +213,12 @@ bool engine::progress(leadership&) {
   auto now = opts_.now();
   now_ = now;
   bool moved = false;
-  // What arrived first (an ABORT or a BYE waiting in a socket fails the ops
-  // posted after it), then what was posted.
+  // What was posted first: a new op's frames go out in the same pass that
+  // reads its peers' (one system call less per op than reading first).
+  if (inbox_ready_.load()) {
+    drain_inbox();
+    moved = true;
+  }
   for (auto& c : channels_) {
     if (!c || c->current() != transport::channel::state::open)
       continue;
@@ -214,12 +226,8 @@ bool engine::progress(leadership&) {
     moved |= c->progress(now) > 0;
     settle();
   }
-  if (inbox_ready_.load()) {
-    drain_inbox();
-    moved = true;
-  }
   // Frames queued since each channel was written (by reading later
-  // channels, or by ops just started) go out now, not after a wait.
+  // channels) go out now, not after a wait.
   for (auto& c : channels_)
     if (c && c->wants_write() && c->current() == transport::channel::state::open)
       moved |= c->progress(now) > 0;
@@ -248,7 +256,9 @@ bool engine::progress(leadership&) {
 }
 
 void engine::drain_inbox() {
-  std::vector<command> work;
+  // Swapped with a vector kept for the next drain, so posting reuses its
+  // capacity instead of allocating every time.
+  auto& work = draining_;
   {
     std::lock_guard<std::mutex> guard{inbox_mutex_};
     work.swap(inbox_);
@@ -280,6 +290,7 @@ void engine::drain_inbox() {
     }
     settle();
   }
+  work.clear();
 }
 
 engine::clock::time_point engine::next_due(leadership&) const {

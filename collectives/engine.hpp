@@ -154,8 +154,14 @@ public:
   /// Leadership if nobody leads; an empty guard otherwise. Never blocks.
   leadership try_lead(driver_kind who);
   /// After letting go without handing off: asks for a background driver
-  /// when work is left.
+  /// when work is left and no caller is driving.
   void hand_off();
+  /// A thread that issued or waits for an op drives the engine from now
+  /// on (until caller_left()): background drivers leave the engine to it,
+  /// since it leads whenever the engine is free.
+  void caller_arrived() noexcept { callers_.fetch_add(1, std::memory_order_acq_rel); }
+  void caller_left() noexcept { callers_.fetch_sub(1, std::memory_order_acq_rel); }
+  bool callers_driving() const noexcept { return callers_.load(std::memory_order_acquire) > 0; }
 
   // ---- the leader --------------------------------------------------------------
 
@@ -240,6 +246,7 @@ private:
   driver_kind leader_kind_ = driver_kind::caller;
   mutable std::mutex inbox_mutex_;
   std::vector<command> inbox_;
+  std::vector<command> draining_;            ///< the leader's: the inbox being worked off
   std::vector<std::function<void()>> tasks_; ///< the leader's, from the inbox
   std::atomic<bool> inbox_ready_{false};
   std::atomic<bool> check_due_{false};
@@ -251,6 +258,7 @@ private:
   std::atomic<int> want_op_thread_{0};
   std::atomic<int> want_actor_{0};
   std::atomic<bool> acks_pending_{false}; ///< a channel has unacknowledged CRC frames
+  std::atomic<int> callers_{0};           ///< caller threads inside a drive
   std::atomic<bool> closed_{false};
   mutable std::mutex closed_mutex_;
   std::string closed_why_;

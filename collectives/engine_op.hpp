@@ -15,14 +15,19 @@ public:
             algorithm_factory factory, engine::clock::time_point now)
     : op_session(std::move(args), e.opts_.comm_id, std::move(algorithm), std::move(factory)),
       request(std::move(request)), started(now), deadline(now + e.opts_.cfg.timeout), e_(e) {
-    if (!is_p2p())
-      landing_ = std::make_shared<landing_map>(this->args().op.signature(this->args().world));
+  }
+
+  /// Made when the algorithm first asks (in start()): small ops never do.
+  landing_map* landing() override {
+    if (!landing_ && !is_p2p())
+      landing_ = std::make_shared<landing_map>(args().op.signature(args().world));
+    return landing_.get();
   }
 
   bool is_p2p() const noexcept {
     return request->kind == op_kind::send || request->kind == op_kind::recv;
   }
-  /// Where its chunks may land in place; null for point-to-point.
+  /// Where its chunks may land in place; null when it offered none.
   landing_map* spots() noexcept { return landing_.get(); }
 
   const op_ptr request;

@@ -233,9 +233,9 @@ void engine::reported(engine_op& op) {
 }
 
 void engine::settle() {
-  while (!reported_.empty()) {
-    auto* op = reported_.front();
-    reported_.erase(reported_.begin());
+  // Aborting below may report more ops: they are appended and handled too.
+  for (std::size_t next = 0; next < reported_.size(); ++next) {
+    auto* op = reported_[next];
     // A failed op aborts the communicator before it completes: every peer
     // learns why, and no channel points into any op's memory any more.
     if (op->code != errc::none && !aborted_) {
@@ -265,6 +265,7 @@ void engine::settle() {
     completions_.emplace_back(request, std::move(r));
     ops_.erase(request->id);
   }
+  reported_.clear();
 }
 
 void engine::abort(errc code, const std::string& why, int origin, const std::string& wire_text) {

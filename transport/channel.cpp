@@ -206,6 +206,9 @@ std::size_t channel::stage_read_limit() const {
 
 std::size_t channel::read_frames(clock::time_point now) {
   std::size_t total = 0;
+  // A read that returned less than it asked for emptied the socket: asking
+  // again would only cost a system call that finds nothing.
+  bool drained = false;
   while (state_ == state::open && total < read_budget) {
     // 1. Consume what is staged.
     while (stage_begin_ < stage_end_ && state_ == state::open) {
@@ -239,13 +242,16 @@ std::size_t channel::read_frames(clock::time_point now) {
       stage_end_ -= stage_begin_;
       stage_begin_ = 0;
     }
+    if (drained)
+      break;
     // 2. Read more: a large payload's remainder straight to its destination.
     bool direct = in_payload_ && stage_end_ == 0 && cur_.payload_len - cur_have_ >= direct_read_min;
-    auto r = direct ? conn_->read_some(payload_at(), cur_.payload_len - cur_have_)
-                    : conn_->read_some(stage_.data() + stage_end_, stage_read_limit());
+    auto asked = direct ? cur_.payload_len - cur_have_ : stage_read_limit();
+    auto r = conn_->read_some(direct ? payload_at() : stage_.data() + stage_end_, asked);
     if (r.bytes > 0) {
       total += r.bytes;
       last_rx_ = now;
+      drained = r.bytes < asked;
       if (!direct) {
         stage_end_ += r.bytes;
       } else {

@@ -93,8 +93,9 @@ TEST(InlinePath, SmallOpsRunOnTheCallingThreadWhenNothingElseIsInFlight) {
     if (comm.rank() == 1)
       std::this_thread::sleep_for(50ms); // rank 0's call must not wait for this
     auto big = comm.allreduce(large.data(), large.size());
-    if (comm.rank() == 0)
+    if (comm.rank() == 0) {
       EXPECT_FALSE(big.test()) << "the call ran the op although it is above MCCL_INLINE_BYTES";
+    }
     ASSERT_TRUE(done_without_waiting(big));
     big.wait();
     EXPECT_FALSE(big.metrics().inline_run);
@@ -121,8 +122,9 @@ TEST(InlinePath, CanBeTurnedOff) {
     if (comm.rank() == 1)
       std::this_thread::sleep_for(50ms);
     auto w = comm.allreduce(&x, 1);
-    if (comm.rank() == 0)
+    if (comm.rank() == 0) {
       EXPECT_FALSE(w.test()) << "MCCL_INLINE_BYTES=0, yet the call ran the op";
+    }
     ASSERT_TRUE(done_without_waiting(w));
     EXPECT_FALSE(w.metrics().inline_run);
     EXPECT_EQ(w.metrics().driver, mccl::driver_kind::actor);
@@ -162,8 +164,9 @@ TEST(InlinePath, InteroperatesWithPeersThatNeverRunOpsInTheCall) {
                 if (i % 10 == 0)
                   comm.barrier().wait();
               }
-              if (r != 1)
+              if (r != 1) {
                 EXPECT_TRUE(inline_seen);
+              }
             });
 }
 
@@ -207,8 +210,9 @@ TEST(InlinePath, LargeOpsReadTheirPayloadsStraightToWhereTheyGo) {
                     ASSERT_EQ(all[static_cast<std::size_t>(p) * m + k], p * 1000000 + static_cast<int32_t>(k) + i)
                       << "iteration " << i << " rank " << p << " element " << k;
               }
-              if (r != 2)
+              if (r != 2) {
                 EXPECT_GT(inline_runs, 0);
+              }
             });
 }
 

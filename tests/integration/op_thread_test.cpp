@@ -126,8 +126,9 @@ TEST(OpThread, OpsKeepTheirIssueOrderAcrossEveryPath) {
       bool first = true;
       for (std::size_t i = 0; i < data.size(); ++i) {
         auto& w = works[i < 4 ? i : i + 2];
-        if (!first)
+        if (!first) {
           EXPECT_EQ(w.metrics().seq, last_seq + 1) << "round " << round << " op " << i;
+        }
         first = false;
         last_seq = w.metrics().seq;
         for (std::size_t k = 0; k < data[i].size(); k += 97)

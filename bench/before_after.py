@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Two builds of mccl side by side: the same mccl-bench runs, alternating.
+
+    python3 bench/before_after.py --before /path/to/old/build --after build \\
+        -n 2 --ops allreduce,broadcast,allgather -b 4 -e 64M -f 4 --rounds 3
+
+Each round runs every op once with each build, the order of the builds
+swapped every round, so drift on a noisy machine hits both alike. Per
+(op, size) the table shows the median over the rounds of each build's p50
+and busbw, and after / before for both (p50 below 1 and busbw above 1 are
+improvements). Each build's mccl-bench runs with its own libmccl
+(LD_LIBRARY_PATH set to the build directory), launched by the mcclrun of
+this checkout.
+
+Writes --out (default bench/before_after/): rows.jsonl with every row of
+every run, and table.md.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MCCLRUN = os.path.join(ROOT, "tools", "mcclrun")
+
+
+def run(build, ranks, op, args, timeout):
+    """mccl-bench of `build` on `ranks` ranks; the rows rank 0 printed."""
+    bench = os.path.join(build, "bench", "mccl-bench")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCCL_")}
+    env["LD_LIBRARY_PATH"] = os.path.abspath(build)
+    cmd = [sys.executable, MCCLRUN, "-n", str(ranks), "--timeout", str(timeout), "--",
+           bench, "--op", op, "--json", "-", "--no-check", *args]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout + 30)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    rows = []
+    for line in out.stdout.splitlines():
+        # mcclrun prefixes each line with "[rank] "; rank 0 prints the rows.
+        if line.startswith("[0] {"):
+            rows.append(json.loads(line[4:]))
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--before", required=True)
+    p.add_argument("--after", required=True)
+    p.add_argument("-n", "--ranks", type=int, default=2)
+    p.add_argument("--ops", default="allreduce")
+    p.add_argument("-b", "--min", default="4")
+    p.add_argument("-e", "--max", default="64M")
+    p.add_argument("-f", "--factor", default="4")
+    p.add_argument("--iters", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--timeout", type=int, default=600)
+    p.add_argument("--out", default=os.path.join(HERE, "before_after"))
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    bench_args = ["-b", a.min, "-e", a.max, "-f", a.factor]
+    if a.iters:
+        bench_args += ["-n", str(a.iters)]
+    builds = {"before": a.before, "after": a.after}
+    results = {}  # (op, bytes, build) -> [(p50, busbw)]
+    with open(os.path.join(a.out, "rows.jsonl"), "w") as log:
+        for rnd in range(a.rounds):
+            order = ["before", "after"] if rnd % 2 == 0 else ["after", "before"]
+            for op in a.ops.split(","):
+                for name in order:
+                    print(f"# round {rnd + 1}/{a.rounds}: {op} {name}", file=sys.stderr)
+                    for row in run(builds[name], a.ranks, op, bench_args, a.timeout):
+                        row.update(build=name, round=rnd, op=op)
+                        log.write(json.dumps(row) + "\n")
+                        results.setdefault((op, row["bytes"], name), []).append(
+                            (row["p50_us"], row["busbw_gbs"]))
+    lines = [f"{a.ranks} ranks, median over {a.rounds} rounds of each build's p50 (us) and busbw (GB/s); "
+             f"after/before below 1 (p50) or above 1 (busbw) is better.", "",
+             "| op | bytes | p50 before | p50 after | after/before | busbw before | busbw after | after/before |",
+             "|---|---|---|---|---|---|---|---|"]
+    for op in a.ops.split(","):
+        sizes = sorted({b for (o, b, _) in results if o == op})
+        for size in sizes:
+            before = results.get((op, size, "before"), [])
+            after = results.get((op, size, "after"), [])
+            if not before or not after:
+                continue
+            pb = statistics.median(x[0] for x in before)
+            pa = statistics.median(x[0] for x in after)
+            bb = statistics.median(x[1] for x in before)
+            ba = statistics.median(x[1] for x in after)
+            lines.append(f"| {op} | {size} | {pb:.1f} | {pa:.1f} | {pa / pb:.2f} | {bb:.3f} | {ba:.3f} | "
+                         + (f"{ba / bb:.2f}" if bb > 0 else "-") + " |")
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(a.out, "table.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
