@@ -197,13 +197,11 @@ void engine::finish_release(bool hand_off) {
 void engine::hand_off() {
   if (idle() || callers_driving())
     return; // nothing left, or a caller takes the engine as soon as it is free
-  // Ops are left (whoever posted them may be waiting for a background
-  // driver: it only leads when it finds the engine free), or frames wait
-  // for their acknowledgement.
-  bool ops_for_actor = want_actor_.load() > 0;
-  if (want_op_thread_.load() > 0 || (acks_pending_.load() && !ops_for_actor))
+  // Ops are left: whoever posted them may be waiting for a background
+  // driver (it only leads when it finds the engine free).
+  if (want_op_thread_.load() > 0)
     listener_.needs_driver(driver_kind::op_thread);
-  if (ops_for_actor)
+  if (want_actor_.load() > 0)
     listener_.needs_driver(driver_kind::actor);
 }
 
@@ -246,12 +244,6 @@ bool engine::progress(leadership&) {
   }
   for (auto& task : std::exchange(tasks_, {}))
     task();
-  if (opts_.cfg.transport_crc) {
-    bool unacked = false;
-    for (const auto& c : channels_)
-      unacked |= c && c->current() == transport::channel::state::open && c->unacked_frames() > 0;
-    acks_pending_.store(unacked);
-  }
   return moved;
 }
 
@@ -383,6 +375,9 @@ void engine::shutdown(leadership& l, uint64_t issued, clock::time_point deadline
   // it again); then BYE, which is the last thing a peer reads from us.
   auto flush = [&](bool acks) {
     for (;;) {
+      for (auto& c : channels_)
+        if (c)
+          c->ack_now(); // the peer waits for them too
       bool moved = progress(l);
       bool pending = false;
       for (auto& c : channels_)

@@ -117,12 +117,8 @@ public:
   /// Wakes a leader blocked in wait() (to let go: the op thread stops).
   void wake() { knock(); }
 
-  /// Nothing posted, no op in flight, and (with MCCL_TRANSPORT_CRC) every
-  /// frame sent acknowledged: a peer may still ask for one again, and a
-  /// background driver stays to answer.
-  bool idle() const noexcept {
-    return unfinished_.load(std::memory_order_acquire) == 0 && !acks_pending_.load(std::memory_order_acquire);
-  }
+  /// Nothing posted and no op in flight.
+  bool idle() const noexcept { return unfinished_.load(std::memory_order_acquire) == 0; }
   /// The communicator aborted or was shut down: new ops fail at once.
   bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
   std::string why_closed() const;
@@ -181,11 +177,8 @@ public:
   clock::time_point next_due(leadership& l) const;
   /// Ops ended in this leadership: letting go completes them.
   bool completions_pending(leadership&) const noexcept { return !completions_.empty(); }
-  /// No op is running, nothing is posted, no frame waits for its
-  /// acknowledgement (completions may be pending).
-  bool quiet(leadership&) const noexcept {
-    return ops_.empty() && !inbox_ready_.load() && !acks_pending_.load();
-  }
+  /// No op is running and nothing is posted (completions may be pending).
+  bool quiet(leadership&) const noexcept { return ops_.empty() && !inbox_ready_.load(); }
   /// Finalize: fails what is in flight, tells every peer BYE (this rank
   /// issued `issued` collectives), writes what is queued until `deadline`
   /// (with CRC: until the peers acknowledged everything), closes every
@@ -257,7 +250,6 @@ private:
   /// Posted and not completed, by the background driver they want.
   std::atomic<int> want_op_thread_{0};
   std::atomic<int> want_actor_{0};
-  std::atomic<bool> acks_pending_{false}; ///< a channel has unacknowledged CRC frames
   std::atomic<int> callers_{0};           ///< caller threads inside a drive
   std::atomic<bool> closed_{false};
   mutable std::mutex closed_mutex_;

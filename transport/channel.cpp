@@ -15,6 +15,8 @@ constexpr std::size_t stage_capacity = 128 * 1024;
 /// Bytes read per progress() call before the driver turns to other peers.
 constexpr std::size_t read_budget = 8u << 20;
 constexpr int max_iov = 32;
+/// With CRC: frames delivered before an acknowledgement goes out on its own.
+constexpr uint64_t max_owed_acks = 64;
 
 frame_key key_of(const wire::frame_header& h) {
   return frame_key{h.seq, h.step, h.chunk, (h.flags & wire::flag_p2p) != 0, true};
@@ -50,6 +52,8 @@ bool channel::send(const wire::frame_header& h, const uint8_t* data, std::size_t
     // frame can go again after the caller reused its buffer
     // (crc_recovery.hpp); the caller's memory is free at once.
     const auto& kept = crc_tx_.keep(hdr, data, len);
+    if (state_ == state::open && !awaiting_resume_count_)
+      ack_delivered_frames(); // what we owe the peer rides along in the same write
     if (state_ == state::resuming || awaiting_resume_count_) {
       // Nothing to write to yet: it goes with the others once the peer
       // says where to start again (on_resume_count).
@@ -144,8 +148,16 @@ void channel::send_bye(uint64_t issued) {
 
 void channel::keep_alive(clock::time_point now) {
   // Half an interval: the peer never goes 1.5 intervals without hearing from us.
-  if (state_ == state::open && !aborted_ && txq_.empty() && now - last_tx_ >= opts_.heartbeat / 2)
+  if (state_ != state::open || aborted_ || !txq_.empty() || now - last_tx_ < opts_.heartbeat / 2)
+    return;
+  ack_delivered_frames();
+  if (txq_.empty())
     queue_control(wire::frame_kind::heartbeat, 0, {});
+}
+
+void channel::ack_now() {
+  if (state_ == state::open && opts_.crc && !awaiting_resume_count_)
+    ack_delivered_frames();
 }
 
 // ---- driving ----------------------------------------------------------------------
@@ -157,11 +169,15 @@ std::size_t channel::progress(clock::time_point now) {
   if (state_ != state::open)
     return moved;
   moved += read_frames(now);
-  if (state_ == state::open && opts_.crc) {
+  // With CRC, what arrived is acknowledged along with our next frame (the
+  // next op's data, a heartbeat), not by a frame of its own each time,
+  // unless much is owed (the peer keeps a copy of every unacknowledged
+  // frame): acknowledgements are about memory, not latency. A mismatch is
+  // reported at once (a crc_nack, queued while reading).
+  if (state_ == state::open && opts_.crc && crc_rx_.delivered() - crc_acked_ >= max_owed_acks)
     ack_delivered_frames();
-    if (!txq_.empty())
-      moved += write_frames(now);
-  }
+  if (state_ == state::open && !txq_.empty())
+    moved += write_frames(now);
   return moved;
 }
 

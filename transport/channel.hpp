@@ -129,8 +129,12 @@ public:
   /// Queues BYE: this rank issued `issued` collectives and finalizes.
   void send_bye(uint64_t issued);
   /// Queues a heartbeat when nothing was written for half an interval and
-  /// nothing is queued.
+  /// nothing is queued (with CRC, the acknowledgement it owes the peer
+  /// instead, which is as good a sign of life).
   void keep_alive(clock::time_point now);
+  /// With CRC: acknowledges now what arrived (finalize: the peer waits for
+  /// it); otherwise acknowledgements ride along with our next frame.
+  void ack_now();
 
   // ---- driving
 
@@ -190,6 +194,7 @@ private:
   void accept_data(received_frame f);
   void on_crc_frame(received_frame f);
   void on_crc_nack(uint64_t index);
+  /// Queues a crc_ack for the frames delivered since the last one.
   void ack_delivered_frames();
   void on_resume_count(uint64_t count);
   void queue_control(wire::frame_kind kind, uint32_t aux, std::vector<uint8_t> payload,

@@ -333,7 +333,18 @@ TEST_F(ChannelSim, CrcMismatchIsNackedAndRetransmitted) {
   expect_frame(rec_b.frames[1], second, true);
   EXPECT_EQ(faults->fault_count(), 1u);
   EXPECT_EQ(faults->reaction_count("retransmit"), 1u);
+  // Acknowledgements ride along with rank 1's next frame; rank 0 keeps its
+  // copies until then.
+  EXPECT_EQ(a->unacked_frames(), 2u);
+  wire::frame_header h;
+  h.seq = 1;
+  ASSERT_TRUE(b->send(h, nullptr, 0, frame_ref{2, 0, 0}));
+  for (int i = 0; i < 3; ++i) {
+    b->progress(now);
+    a->progress(now);
+  }
   EXPECT_EQ(a->unacked_frames(), 0u);
+  ASSERT_EQ(rec_a.frames.size(), 1u);
   EXPECT_TRUE(rec_a.downs.empty());
   EXPECT_TRUE(rec_b.downs.empty());
 
