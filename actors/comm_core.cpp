@@ -152,18 +152,25 @@ bool comm_core::lead_until(driver_kind who, const std::function<bool()>& done, c
   auto idle_since = now();
   while (!done()) {
     auto lead = engine_->try_lead(who);
-    if (!lead && who == driver_kind::caller) {
-      // Another thread leads, usually for one short pass (a tick), or a
-      // background driver that lets go once it sees a caller: take over as
-      // soon as it does rather than sleep until the op is done.
+    if (!lead && who != driver_kind::caller)
+      break; // another thread leads: it finishes the work or hands it off
+    if (!lead) {
+      // Another thread leads: a tick's single pass, a background driver
+      // that lets go once it sees a caller (woken for that), or another
+      // caller. Take over as soon as it lets go (spinning first: that is
+      // usually microseconds away), unless it completes our work first.
       engine_->wake();
       for (auto until = now() + init_.cfg.spin; !lead && !done() && now() < until;) {
         std::this_thread::yield();
         lead = engine_->try_lead(who);
       }
+      if (!lead) {
+        if (now() >= deadline)
+          break;
+        engine_->await_release(std::min(deadline, now() + wait_slice));
+        continue;
+      }
     }
-    if (!lead)
-      break; // another thread leads; it finishes the work or hands it off
     led = true;
     for (;;) {
       bool moved = engine_->progress(lead);

@@ -189,9 +189,10 @@ inline uint16_t half_bits(int64_t v) {
 inline double percentile(std::vector<double> v, double p) {
   if (v.empty())
     return 0;
-  std::sort(v.begin(), v.end());
   auto idx = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, idx == 0 ? 0 : idx - 1)];
+  auto nth = v.begin() + static_cast<std::ptrdiff_t>(std::min(v.size() - 1, idx == 0 ? 0 : idx - 1));
+  std::nth_element(v.begin(), nth, v.end());
+  return *nth;
 }
 
 /// s as a JSON string literal.

@@ -95,6 +95,8 @@ struct options {
   int root = 0;
   std::string json; // "" none, "-" stdout (instead of the table), else a file
   bool progress = false;
+  int batch = 1;         // --batch: ops per iteration, each on a buffer of its own
+  bool inflight = false; // --inflight: the batch is issued together, then waited
 };
 
 /// Whether this run of `o.op` is in place.
@@ -113,7 +115,7 @@ bool in_place(const options& o) {
                "usage: mccl-bench [-o OP] [-a ALGO] [-d DTYPE] [--redop OP] [-r ROOT]\n"
                "                  [--inplace | --outofplace] [-b MIN] [-e MAX] [-f FACTOR]\n"
                "                  [-n ITERS | -t SECONDS] [-w WARMUP] [--check | --no-check]\n"
-               "                  [--json FILE] [--progress]\n"
+               "                  [--batch K [--inflight]] [--json FILE] [--progress]\n"
                "  -o, --op OP       allreduce (default), broadcast, reduce, allgather,\n"
                "                    reduce_scatter, alltoall, gather, scatter, barrier,\n"
                "                    sendrecv (ranks 0-1, 2-3, ... exchange their buffers; with\n"
@@ -141,6 +143,11 @@ bool in_place(const options& o) {
                "  --check           compare every element of every iteration with a locally\n"
                "                    computed reference (the default)\n"
                "  --no-check        skip that comparison\n"
+               "  --batch K         K ops per iteration, each on a buffer of its own, issued\n"
+               "                    one by one (each waited for before the next); the time of\n"
+               "                    one op is the iteration's time / K (default 1)\n"
+               "  --inflight        issue the batch together, then wait for all, as DDP does\n"
+               "                    with its gradient buckets\n"
                "  --json FILE       also write one JSON object per size to FILE (JSON lines);\n"
                "                    \"-\": to stdout, instead of the table\n"
                "  --progress        print \"# running N bytes (i/k)\" to stderr before each size\n"
@@ -238,6 +245,12 @@ options parse(int argc, char** argv) {
         usage("--json expects a file name or -");
     }
     else if (a == "--progress") o.progress = true;
+    else if (a == "--batch") {
+      o.batch = parse_int(a.c_str(), value());
+      if (o.batch < 1 || o.batch > 1024)
+        usage("--batch expects 1..1024 ops");
+    }
+    else if (a == "--inflight") o.inflight = true;
     else if (a == "-h" || a == "--help") usage(nullptr);
     else usage(("unknown option " + a).c_str());
   }
@@ -657,6 +670,9 @@ int main(int argc, char** argv) {
         std::snprintf(budget, sizeof budget, ", %g s per size", opt.seconds);
         what += budget;
       }
+      if (opt.batch > 1)
+        what += ", batches of " + std::to_string(opt.batch) + " ops "
+                + (opt.inflight ? "issued together" : "one by one") + " (times per op)";
       std::string algo = !opt.algo.empty() ? "algorithm " + opt.algo + " forced (MCCL_ALGO=\"" + spec.text + "\")"
                          : spec.empty()   ? std::string("built-in algorithm table")
                                           : "MCCL_ALGO=\"" + spec.text + "\" from the environment";
@@ -677,7 +693,10 @@ int main(int argc, char** argv) {
       }
       int iters = opt.iters > 0 ? opt.iters : default_iters(p.bytes);
       int warmup = opt.warmup >= 0 ? opt.warmup : std::max(2, iters / 10);
-      bytes_t buf(p.in_place ? p.send.size() : p.recv.size());
+      // One buffer per op of the batch; each iteration starts them all from
+      // the same inputs.
+      std::vector<bytes_t> bufs(static_cast<std::size_t>(opt.batch),
+                                bytes_t(p.in_place ? p.send.size() : p.recv.size()));
       const bytes_t& init = p.in_place ? p.send : p.recv;
       const unsigned char* send = p.send.empty() ? nullptr : p.send.data();
       std::vector<double> times;
@@ -685,30 +704,42 @@ int main(int argc, char** argv) {
       std::string algorithm;
       int inline_runs = 0;    // iterations this rank ran on its own thread
       int op_thread_runs = 0; // ... on its communicator's op thread
-      // One iteration: the time from starting the op to its completion on
-      // this rank, in microseconds.
+      std::vector<launched> ls(bufs.size());
+      // One iteration: the time from starting the ops to the completion of
+      // the last on this rank, per op, in microseconds.
       auto once = [&]() -> double {
         // Every iteration starts from the same inputs, so a stale result
         // from the previous iteration cannot pass the check.
         if (!init.empty())
-          std::memcpy(buf.data(), init.data(), init.size());
+          for (auto& buf : bufs)
+            std::memcpy(buf.data(), init.data(), init.size());
         comm.barrier().wait();
         auto t0 = std::chrono::steady_clock::now();
-        auto l = start(comm, opt, p, buf.empty() ? nullptr : buf.data(), send);
-        if (l.first.valid())
-          l.first.wait();
-        if (l.second.valid())
-          l.second.wait();
-        auto t1 = std::chrono::steady_clock::now();
-        if (l.first.valid()) {
-          algorithm = l.first.metrics().algorithm;
-          inline_runs += l.first.metrics().inline_run ? 1 : 0;
-          op_thread_runs += l.first.metrics().op_thread ? 1 : 0;
+        auto finish = [](launched& l) {
+          if (l.first.valid())
+            l.first.wait();
+          if (l.second.valid())
+            l.second.wait();
+        };
+        for (std::size_t k = 0; k < bufs.size(); ++k) {
+          ls[k] = start(comm, opt, p, bufs[k].empty() ? nullptr : bufs[k].data(), send);
+          if (!opt.inflight)
+            finish(ls[k]);
         }
-        if (opt.check && !p.expected.empty()
-            && std::memcmp(buf.data() + p.check_offset, p.expected.data(), p.expected.size()) != 0)
-          ++bad;
-        return std::chrono::duration<double, std::micro>(t1 - t0).count();
+        for (auto& l : ls)
+          finish(l);
+        auto t1 = std::chrono::steady_clock::now();
+        const auto& first = ls.front().first;
+        if (first.valid()) {
+          algorithm = first.metrics().algorithm;
+          inline_runs += first.metrics().inline_run ? 1 : 0;
+          op_thread_runs += first.metrics().op_thread ? 1 : 0;
+        }
+        if (opt.check && !p.expected.empty())
+          for (auto& buf : bufs)
+            if (std::memcmp(buf.data() + p.check_offset, p.expected.data(), p.expected.size()) != 0)
+              ++bad;
+        return std::chrono::duration<double, std::micro>(t1 - t0).count() / static_cast<double>(bufs.size());
       };
       for (int it = 0; it < warmup; ++it)
         once();
@@ -779,6 +810,8 @@ int main(int argc, char** argv) {
           j["algorithm"] = algorithm;
           j["inline_pct"] = inline_pct;
           j["op_thread_pct"] = op_thread_pct;
+          j["batch"] = opt.batch;
+          j["inflight"] = opt.inflight;
           std::fprintf(json_out, "%s\n", j.dump().c_str());
           std::fflush(json_out);
         }

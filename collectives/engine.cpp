@@ -151,6 +151,16 @@ engine::leadership engine::try_lead(driver_kind who) {
   return leadership(this, who);
 }
 
+void engine::await_release(clock::time_point until) {
+  std::unique_lock<std::mutex> lock{release_mutex_};
+  release_waiters_.fetch_add(1);
+  // Checked under the mutex the releasing leader notifies under: a release
+  // between the caller's failed try_lead and this wait is not missed.
+  if (leader_thread_.load(std::memory_order_acquire) != nullptr)
+    released_.wait_until(lock, until);
+  release_waiters_.fetch_sub(1);
+}
+
 engine::leadership::leadership(leadership&& o) noexcept
   : e_(std::exchange(o.e_, nullptr)), who_(o.who_) {
 }
@@ -184,6 +194,10 @@ void engine::finish_release(bool hand_off) {
     unfinished_.fetch_sub(1);
   }
   done.clear();
+  if (release_waiters_.load() > 0) {
+    std::lock_guard<std::mutex> guard{release_mutex_};
+    released_.notify_all();
+  }
   // Hand the capacity back unless another leader started collecting.
   if (done.capacity() > 0 && lead_mutex_.try_lock()) {
     if (completions_.empty())

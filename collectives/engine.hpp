@@ -37,6 +37,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -149,6 +150,10 @@ public:
 
   /// Leadership if nobody leads; an empty guard otherwise. Never blocks.
   leadership try_lead(driver_kind who);
+  /// Blocks until a leader lets go (and has run its completions) or
+  /// `until`: for a thread that wants to lead, or waits for an op another
+  /// leader completes.
+  void await_release(clock::time_point until);
   /// After letting go without handing off: asks for a background driver
   /// when work is left and no caller is driving.
   void hand_off();
@@ -251,6 +256,9 @@ private:
   std::atomic<int> want_op_thread_{0};
   std::atomic<int> want_actor_{0};
   std::atomic<int> callers_{0};           ///< caller threads inside a drive
+  std::mutex release_mutex_;
+  std::condition_variable released_;      ///< a leader let go
+  std::atomic<int> release_waiters_{0};
   std::atomic<bool> closed_{false};
   mutable std::mutex closed_mutex_;
   std::string closed_why_;
