@@ -17,10 +17,10 @@
 
 #include "actors/messages.hpp"
 #include "actors/op_thread.hpp"
-#include "actors/work.hpp"
+#include "actors/work_state.hpp"
 #include "collectives/engine.hpp"
 #include "collectives/flight_recorder.hpp"
-#include "config/config.hpp"
+#include <mccl/config.hpp>
 #include "transport/buffer_pool.hpp"
 #include "transport/connection.hpp"
 #include "transport/fault/fault_report.hpp"

@@ -4,7 +4,7 @@
 /// rendezvous, connections, fault injection) and communicator_groups.cpp
 /// (split and shrink).
 
-#include "actors/api.hpp"
+#include <mccl/communicator.hpp>
 #include "actors/comm_core.hpp"
 #include "actors/runtime_impl.hpp"
 #include "transport/fault/fault_report.hpp"

@@ -4,6 +4,7 @@
 
 #include "actors/communicator_impl.hpp"
 
+#include "collectives/registry.hpp"
 #include "config/log.hpp"
 #include "transport/fault/fault_connection.hpp"
 #include "transport/tcp/interfaces.hpp"

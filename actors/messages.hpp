@@ -13,7 +13,7 @@
 ///   watchdog (one per runtime, watchdog_actor.hpp): the clock of op
 ///     deadlines and liveness verdicts.
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 #include "transport/connection.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>

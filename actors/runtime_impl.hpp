@@ -1,7 +1,7 @@
 #pragma once
 /// Internals shared by runtime.cpp and communicator.cpp (not installed API).
 
-#include "actors/api.hpp"
+#include <mccl/communicator.hpp>
 #include "actors/messages.hpp"
 #include "transport/buffer_pool.hpp"
 #include "transport/tcp/reactor.hpp"

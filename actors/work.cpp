@@ -1,4 +1,4 @@
-#include "actors/work.hpp"
+#include "actors/work_state.hpp"
 
 #include <thread>
 

@@ -1,7 +1,7 @@
 #pragma once
 /// Factories of mccl's built-in algorithms (registered in registry.cpp).
 
-#include "collectives/collective.hpp"
+#include <mccl/collective.hpp>
 
 #include <memory>
 
@@ -17,7 +17,7 @@ factory_fn make_allreduce_oneshot;
 factory_fn make_allreduce_direct;
 /// Chunk-pipelined ring: reduce-scatter then allgather.
 factory_fn make_allreduce_ring;
-/// Step programs (collectives/program.hpp) run by the step executor.
+/// Step programs (include/mccl/program.hpp) run by the step executor.
 factory_fn make_allreduce_rd;
 factory_fn make_allreduce_rabenseifner;
 /// Half the vector round the ring each way, so both directions of every

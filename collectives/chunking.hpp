@@ -2,8 +2,8 @@
 /// Small helpers the algorithms share: element/byte arithmetic and the
 /// checks every incoming chunk must pass before it touches a buffer.
 
-#include "collectives/collective.hpp"
-#include "collectives/schedule.hpp"
+#include <mccl/collective.hpp>
+#include <mccl/schedule.hpp>
 
 #include <algorithm>
 #include <string>

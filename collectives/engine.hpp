@@ -31,7 +31,7 @@
 #include "collectives/flight_recorder.hpp"
 #include "collectives/op.hpp"
 #include "collectives/p2p_matcher.hpp"
-#include "config/config.hpp"
+#include <mccl/config.hpp>
 #include "transport/buffer_pool.hpp"
 #include "transport/channel.hpp"
 

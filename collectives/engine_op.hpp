@@ -18,7 +18,7 @@ public:
   }
 
   /// Made when the algorithm first asks (in start()): small ops never do.
-  landing_map* landing() override {
+  landing_spots* landing() override {
     if (!landing_ && !is_p2p())
       landing_ = std::make_shared<landing_map>(args().op.signature(args().world));
     return landing_.get();

@@ -29,12 +29,12 @@
 
 namespace mccl {
 
-class landing_map {
+class landing_map final : public landing_spots {
 public:
   explicit landing_map(op_signature expected) : expected_(expected) {}
 
   /// Chunk (step, chunk) from `peer`, exactly `bytes` long, may land at `dst`.
-  void add(int peer, uint32_t step, uint32_t chunk, void* dst, std::size_t bytes);
+  void add(int peer, uint32_t step, uint32_t chunk, void* dst, std::size_t bytes) override;
 
   /// The algorithm's start() is over: no spot will be added any more.
   void close_additions() noexcept { adding_ = false; }

@@ -10,6 +10,7 @@
 /// the algorithm finished, every send has left the caller's buffer and every
 /// ack is in.
 
+#include "collectives/landing.hpp"
 #include "collectives/registry.hpp"
 #include "transport/received_frame.hpp"
 
@@ -47,7 +48,7 @@ public:
                   uint64_t block_bytes) override;
   void finish() override;
   void fail(errc code, const std::string& why) override;
-  landing_map* landing() override { return landing_.get(); }
+  landing_spots* landing() override { return landing_.get(); }
 
 protected:
   /// Queue data frame `h` (payload `data`, `len` bytes) for `peer`; report

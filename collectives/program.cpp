@@ -1,11 +1,11 @@
-#include "collectives/program.hpp"
+#include <mccl/program.hpp>
 
 #include <algorithm>
 #include <string>
 
-#include "collectives/schedule.hpp"
+#include <mccl/schedule.hpp>
 #include "collectives/schedule_checks.hpp"
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 
 namespace mccl::sched {
 

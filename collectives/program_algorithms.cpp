@@ -1,5 +1,5 @@
 /// The built-in algorithms that are step programs: each factory picks a
-/// program (collectives/program.hpp) and says where the op's blocks live;
+/// program (include/mccl/program.hpp) and says where the op's blocks live;
 /// the step executor does the rest.
 
 #include "collectives/builtin.hpp"

@@ -1,7 +1,7 @@
 #include "collectives/registry.hpp"
 
 #include "collectives/builtin.hpp"
-#include "config/config.hpp"
+#include <mccl/config.hpp>
 
 #include <map>
 #include <mutex>

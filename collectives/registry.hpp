@@ -1,13 +1,14 @@
 #pragma once
-/// Registry of collective algorithms by (op kind, name), and the choice of
-/// algorithm per op. Built-in algorithms register here through
-/// register_algorithm(), exactly like a user's own; a user's collective is
-/// an algorithm registered under op_kind::custom (see register_collective in
-/// actors/api.hpp).
+/// The choice of algorithm per op, from the registry of algorithms by (op
+/// kind, name) (register_algorithm, include/mccl/collective.hpp). Built-in
+/// algorithms register there exactly like a user's own; a user's
+/// collective is an algorithm registered under op_kind::custom
+/// (register_collective).
 
-#include "collectives/collective.hpp"
+#include "collectives/op.hpp"
 
-#include <functional>
+#include <mccl/collective.hpp>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,26 +17,6 @@
 namespace mccl {
 
 struct config;
-
-using algorithm_factory =
-  std::function<std::unique_ptr<algorithm>(collective_io& io, const collective_args& args)>;
-
-/// Which communicator sizes an algorithm works on.
-struct algorithm_limits {
-  int min_world = 1;
-  int max_world = 1 << 30;
-  bool fits(int world) const noexcept { return world >= min_world && world <= max_world; }
-};
-
-/// Registers (or replaces) `name` for `kind`. Thread-safe.
-void register_algorithm(op_kind kind, const std::string& name, algorithm_factory factory,
-                        algorithm_limits limits = {});
-
-/// The factory registered under (kind, name), or an empty function.
-algorithm_factory find_algorithm(op_kind kind, const std::string& name);
-
-/// Names registered for `kind`, sorted.
-std::vector<std::string> algorithm_names(op_kind kind);
 
 /// The algorithm an op runs with on `world` ranks: what MCCL_ALGO names for
 /// its kind and size when that fits the world, else the built-in table

@@ -1,10 +1,10 @@
-#include "collectives/schedule.hpp"
+#include <mccl/schedule.hpp>
 
 #include <algorithm>
 #include <string>
 
 #include "collectives/schedule_checks.hpp"
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 
 namespace mccl::sched {
 

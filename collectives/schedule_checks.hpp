@@ -2,7 +2,7 @@
 /// Argument checks and arithmetic shared by the pure schedule functions
 /// (schedule.cpp, program.cpp). Internal: not part of the extension API.
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 
 #include <string>
 

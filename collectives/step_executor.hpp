@@ -1,6 +1,6 @@
 #pragma once
 /// The step executor: an algorithm that runs a step program
-/// (collectives/program.hpp) over real buffers.
+/// (include/mccl/program.hpp) over real buffers.
 ///
 /// Buffers. Blocks live in a working buffer (the caller's output, or
 /// scratch memory). The rank's initial data may live elsewhere (the input of
@@ -14,9 +14,9 @@
 /// step) of the same region. Nothing else is serialised, so independent
 /// regions and pipelined chunks flow in parallel.
 
-#include "collectives/collective.hpp"
-#include "collectives/program.hpp"
-#include "collectives/schedule.hpp"
+#include <mccl/collective.hpp>
+#include <mccl/program.hpp>
+#include <mccl/schedule.hpp>
 #include "collectives/scratch.hpp"
 
 #include <map>

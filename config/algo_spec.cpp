@@ -1,7 +1,7 @@
-#include "config/algo_spec.hpp"
+#include <mccl/algo_spec.hpp>
 
-#include "config/config.hpp"
-#include "config/error.hpp"
+#include <mccl/config.hpp>
+#include <mccl/error.hpp>
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 
 #include <cstdio>
 

@@ -3,17 +3,13 @@
 /// interleaved output of several ranks stays readable. The level comes from
 /// MCCL_LOG_LEVEL through the resolved config; default WARN.
 
+#include <mccl/config.hpp>
+
 #include <atomic>
 #include <sstream>
 #include <string>
 
 namespace mccl {
-
-enum class log_level : uint8_t { trace, debug, info, warn, error, fatal, off };
-
-/// "TRACE", "DEBUG", ... "OFF".
-const char* to_string(log_level level) noexcept;
-
 namespace log {
 
 /// Messages below this level are dropped (cheaply: the stream is not built).

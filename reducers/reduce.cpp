@@ -5,7 +5,7 @@
 #include <cstring>
 #include <initializer_list>
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 #include "reducers/reduce_kernels.hpp"
 
 namespace mccl {

@@ -4,24 +4,13 @@
 /// loops are vectorised for every dtype, for the best instruction set the
 /// running CPU has (chosen at run time; the library needs only x86-64).
 
+#include <mccl/types.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "reducers/dtype.hpp"
-
 namespace mccl {
-
-/// Reduction operator. The numeric values travel on the wire.
-enum class redop : uint8_t { sum, prod, min, max, avg, band, bor, bxor };
-
-/// Stable lower-case name ("sum", ...); "unknown" outside the enum.
-const char* to_string(redop op) noexcept;
-
-/// Empty when (op, t) is supported by this version, else a message naming
-/// both, e.g. "reduction band is not defined for dtype float32 (bitwise ops
-/// need an integer or bool dtype)".
-std::string check_reduction(redop op, dtype t);
 
 /// dst[i] = dst[i] (op) src[i] for i < n. For avg this accumulates a sum
 /// (see finish_avg). Integer sum/prod wrap modulo 2^bits; float min/max

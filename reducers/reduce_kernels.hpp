@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "reducers/dtype.hpp"
+#include <mccl/types.hpp>
 #include "reducers/reduce.hpp"
 
 namespace mccl::detail {

@@ -3,7 +3,7 @@
 /// mccl.get_metrics() returns. Every finished mccl op is recorded once
 /// (from its Work's metrics), whichever process group issued it.
 
-#include "actors/work.hpp"
+#include <mccl/work.hpp>
 
 #include <cstdint>
 #include <map>

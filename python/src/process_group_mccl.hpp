@@ -4,7 +4,7 @@
 /// ProcessGroup). Each call checks its tensors, stages non-contiguous ones
 /// through contiguous buffers, issues mccl ops and returns a work_mccl.
 
-#include "actors/api.hpp"
+#include <mccl/communicator.hpp>
 #include "work_mccl.hpp"
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>

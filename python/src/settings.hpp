@@ -3,7 +3,7 @@
 /// runtime of the process. Python values are explicit overrides: they beat
 /// the MCCL_* environment, exactly like C++ config_overrides.
 
-#include "actors/api.hpp"
+#include <mccl/communicator.hpp>
 
 #include <memory>
 #include <string>

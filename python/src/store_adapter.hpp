@@ -4,8 +4,8 @@
 /// whatever init_method gloo would rendezvous through (file://, tcp://,
 /// env://), mccl's ranks publish their endpoints there too.
 
-#include "transport/store/store.hpp"
-#include "config/error.hpp"
+#include <mccl/store.hpp>
+#include <mccl/error.hpp>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 

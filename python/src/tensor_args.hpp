@@ -3,7 +3,7 @@
 /// buffers. Every check throws mccl::error naming the op and the rank, so a
 /// Python caller sees which call was wrong and why.
 
-#include "actors/api.hpp"
+#include <mccl/communicator.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>

@@ -5,7 +5,7 @@
 /// c10::ivalue::Future, completed from mccl's completion callback, so DDP
 /// communication hooks can chain on it.
 
-#include "actors/api.hpp"
+#include <mccl/communicator.hpp>
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>

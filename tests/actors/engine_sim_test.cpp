@@ -5,7 +5,7 @@
 // that finalized is named by the ops that can no longer involve it.
 
 #include "collectives/engine.hpp"
-#include "reducers/dtype.hpp"
+#include <mccl/types.hpp>
 
 #include <string>
 #include <vector>

@@ -12,7 +12,7 @@
 // by every peer, within the limit plus the watchdog's and the link's ticks.
 
 #include "collectives/engine.hpp"
-#include "reducers/dtype.hpp"
+#include <mccl/types.hpp>
 
 #include <string>
 #include <vector>

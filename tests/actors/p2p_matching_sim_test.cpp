@@ -12,7 +12,7 @@
 // any byte moves, others only after every message has arrived (and waits
 // as unexpected).
 
-#include "reducers/dtype.hpp"
+#include <mccl/types.hpp>
 
 #include <gtest/gtest-spi.h>
 

@@ -11,7 +11,7 @@
 // match a reference computed here, exactly: the inputs are chosen so that
 // float sums are exact in every order.
 
-#include "reducers/dtype.hpp"
+#include <mccl/types.hpp>
 
 #include <algorithm>
 #include <cstring>

@@ -40,12 +40,12 @@
 #include "actors/comm_core.hpp"
 #include "actors/messages.hpp"
 #include "actors/watchdog_actor.hpp"
-#include "actors/work.hpp"
+#include "actors/work_state.hpp"
 #include "transport/buffer_pool.hpp"
 #include "collectives/op.hpp"
 #include "collectives/registry.hpp"
-#include "config/algo_spec.hpp"
-#include "config/config.hpp"
+#include <mccl/algo_spec.hpp>
+#include <mccl/config.hpp>
 #include "config/log.hpp"
 #include "transport/wire/frame.hpp"
 #include "transport/sim/sim_network.hpp"

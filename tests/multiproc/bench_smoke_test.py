@@ -17,7 +17,7 @@ import sys
 
 KEYS = ["library", "variant", "op", "dtype", "redop", "ranks", "bytes", "count", "p50_us",
         "p99_us", "algbw_gbs", "busbw_gbs", "check", "algorithm", "inline_pct",
-        "op_thread_pct"]
+        "op_thread_pct", "batch", "inflight"]
 PREFIX = re.compile(r"^\[(\d+)\] ?(.*)$")
 
 

@@ -1,5 +1,5 @@
-#include "config/algo_spec.hpp"
-#include "config/config.hpp"
+#include <mccl/algo_spec.hpp>
+#include <mccl/config.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "config/config.hpp"
+#include <mccl/config.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-// Fault scenarios (transport/fault/fault_scenario.hpp): every key parses, and every
+// Fault scenarios (include/mccl/faults.hpp): every key parses, and every
 // malformed file is refused with a message naming the file, the fault, the
 // key and what is allowed. The files in examples/faults/ all parse.
 
-#include "config/error.hpp"
-#include "transport/fault/fault_scenario.hpp"
+#include <mccl/error.hpp>
+#include <mccl/faults.hpp>
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 
 using namespace mccl::wire;
 

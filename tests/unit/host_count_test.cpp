@@ -2,8 +2,8 @@
 // rank, and the built-in table broadcasts along a chain only across hosts.
 
 #include "collectives/registry.hpp"
-#include "config/config.hpp"
-#include "transport/store/store.hpp"
+#include <mccl/config.hpp>
+#include <mccl/store.hpp>
 #include "transport/tcp/tcp_mesh.hpp"
 
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // Interface choice (MCCL_IFNAME, MCCL_LISTEN_ADDR, the route to MASTER_ADDR)
 // over a made-up interface list, so the rules are checked whatever the test
 // machine's real interfaces are.
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 #include "transport/tcp/interfaces.hpp"
 
 #include <gtest/gtest.h>

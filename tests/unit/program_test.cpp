@@ -1,4 +1,4 @@
-#include "collectives/program.hpp"
+#include <mccl/program.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 #include "contributions.hpp"
 
 using namespace mccl::sched;

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 #include "reducers/half.hpp"
 #include "reducers/reduce_kernels.hpp"
 

@@ -1,4 +1,4 @@
-#include "collectives/schedule.hpp"
+#include <mccl/schedule.hpp>
 
 #include <cstdint>
 #include <queue>
@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 #include "contributions.hpp"
 
 using namespace mccl::sched;

@@ -20,7 +20,7 @@
 
 #include "transport/connection.hpp"
 #include "transport/fault/fault_report.hpp"
-#include "transport/fault/fault_scenario.hpp"
+#include <mccl/faults.hpp>
 #include "transport/wire/frame.hpp"
 
 #include <atomic>

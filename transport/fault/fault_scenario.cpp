@@ -1,6 +1,6 @@
-#include "transport/fault/fault_scenario.hpp"
+#include <mccl/faults.hpp>
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 
 #include <nlohmann/json.hpp>
 

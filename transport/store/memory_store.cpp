@@ -1,6 +1,6 @@
-#include "transport/store/store.hpp"
+#include <mccl/store.hpp>
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 
 namespace mccl {
 

@@ -1,6 +1,6 @@
 #include "transport/store/tcp_store.hpp"
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 #include "config/log.hpp"
 #include "transport/tcp/socket_util.hpp"
 

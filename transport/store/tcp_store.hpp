@@ -7,7 +7,7 @@
 /// key, value_len u32, value. Reply = status u8 (0 ok, 1 missing), len u32,
 /// value. Keys are capped at 1 KiB and values at 1 MiB before allocation.
 
-#include "transport/store/store.hpp"
+#include <mccl/store.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>

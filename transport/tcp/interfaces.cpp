@@ -1,6 +1,6 @@
 #include "transport/tcp/interfaces.hpp"
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/udp.hpp>

@@ -1,6 +1,6 @@
 #include "transport/tcp/readiness.hpp"
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 #include "config/log.hpp"
 
 #include <sys/epoll.h>

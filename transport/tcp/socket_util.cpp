@@ -1,6 +1,6 @@
 #include "transport/tcp/socket_util.hpp"
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>

@@ -1,6 +1,6 @@
 #include "transport/tcp/striped_connection.hpp"
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 
 #include <fcntl.h>
 #include <sys/epoll.h>

@@ -1,6 +1,6 @@
 #include "transport/tcp/tcp_mesh.hpp"
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 #include "config/log.hpp"
 #include "transport/wire/frame.hpp"
 #include "transport/wire/handshake.hpp"

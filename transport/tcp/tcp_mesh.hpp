@@ -16,7 +16,7 @@
 /// bounded by connect_timeout as a whole.
 
 #include "transport/connection.hpp"
-#include "transport/store/store.hpp"
+#include <mccl/store.hpp>
 
 #include "transport/tcp/readiness.hpp"
 #include "transport/tcp/striped_connection.hpp"

@@ -4,7 +4,7 @@
 
 #include "transport/wire/crc32c.hpp"
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 
 namespace mccl::wire {
 

@@ -5,7 +5,7 @@
 /// Decoders validate every length before anything is allocated, so a hostile
 /// or corrupt peer cannot make a receiver reserve memory it names.
 
-#include "config/error.hpp"
+#include <mccl/error.hpp>
 
 #include <cstddef>
 #include <cstdint>

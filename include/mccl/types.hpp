@@ -1,9 +1,11 @@
 #pragma once
-/// Element types mccl can move and reduce. The numeric values travel on the
-/// wire and in the rendezvous store, so they never change once released.
+/// mccl's vocabulary: element types, reduction operators and who drove an
+/// op. The numeric values of dtype and redop travel on the wire and in the
+/// rendezvous store, so they never change once released.
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace mccl {
 
@@ -52,5 +54,24 @@ inline const char* to_string(dtype t) noexcept {
   }
   return "unknown";
 }
+
+/// Reduction operator. The numeric values travel on the wire.
+enum class redop : uint8_t { sum, prod, min, max, avg, band, bor, bxor };
+
+/// Stable lower-case name ("sum", ...); "unknown" outside the enum.
+const char* to_string(redop op) noexcept;
+
+/// Empty when (op, t) is supported by this version, else a message naming
+/// both, e.g. "reduction band is not defined for dtype float32 (bitwise ops
+/// need an integer or bool dtype)".
+std::string check_reduction(redop op, dtype t);
+
+/// Which thread moved an op's bytes when it completed: the thread that
+/// issued or waited for it, the communicator's op thread, or the progress
+/// actor on a CAF worker (whoever led the communicator's engine then).
+enum class driver_kind : uint8_t { caller, op_thread, actor };
+
+/// "caller", "op thread", "actor".
+const char* to_string(driver_kind who) noexcept;
 
 } // namespace mccl

@@ -15,11 +15,16 @@
 #include <type_traits>
 #include <vector>
 
-#include "config/algo_spec.hpp"
-#include "config/error.hpp"
-#include "config/log.hpp"
+#include <mccl/algo_spec.hpp>
+#include <mccl/error.hpp>
 
 namespace mccl {
+
+/// Threshold of mccl's log (MCCL_LOG_LEVEL).
+enum class log_level : uint8_t { trace, debug, info, warn, error, fatal, off };
+
+/// "TRACE", "DEBUG", ... "OFF".
+const char* to_string(log_level level) noexcept;
 
 /// Transport for peer links.
 enum class transport_kind : uint8_t { auto_select, tcp, shm, rdma };

@@ -13,13 +13,13 @@
 /// reductions. Buffers must stay valid and untouched until the op's Work is
 /// done. Every op is bounded by MCCL_TIMEOUT_MS.
 
-#include "actors/work.hpp"
-#include "collectives/registry.hpp"
-#include "config/config.hpp"
-#include "config/error.hpp"
-#include "reducers/reduce.hpp"
-#include "transport/fault/fault_scenario.hpp"
-#include "transport/store/store.hpp"
+#include <mccl/collective.hpp>
+#include <mccl/config.hpp>
+#include <mccl/error.hpp>
+#include <mccl/faults.hpp>
+#include <mccl/store.hpp>
+#include <mccl/types.hpp>
+#include <mccl/work.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -33,11 +33,7 @@ class actor_system;
 
 namespace mccl {
 
-/// Makes `name` invocable as communicator::custom(name, ...) on every
-/// communicator: `factory` builds the collective's state machine (see
-/// collectives/collective.hpp and the README's "Writing a collective").
-/// mccl's own algorithms are registered through the same registry.
-void register_collective(const std::string& name, algorithm_factory factory);
+
 
 /// The dtype of a C++ element type (float -> float32, int64_t -> int64, ...).
 template <class T>
