@@ -25,11 +25,22 @@ void op_thread::posted() {
 }
 
 void op_thread::needed() {
+  bool wake = false;
   {
     std::lock_guard<std::mutex> guard{mutex_};
-    signalled_ = true;
+    // A caller that let go usually waits for its next op within
+    // microseconds: the same grace as for a fresh op.
+    last_post_ = clock::now();
+    // While callers drive their ops, the poll (poll_period) finds ops left
+    // behind: waking now would cost every op that ends with more in flight
+    // (DDP's buckets) a context switch, on a core a rank needs.
+    if (announce_) {
+      signalled_ = true;
+      wake = true;
+    }
   }
-  changed_.notify_one();
+  if (wake)
+    changed_.notify_one();
 }
 
 void op_thread::stop() {

@@ -46,7 +46,8 @@ public:
 
   /// An op was posted that no caller drives now.
   void posted();
-  /// The engine has ops and nobody leads (a leader let go).
+  /// The engine has ops and nobody leads (a leader let go). The thread
+  /// takes over after caller_grace unless a caller does first.
   void needed();
   /// Ends the thread: an engine it leads is let go at its next pass.
   void stop();

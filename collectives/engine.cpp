@@ -273,7 +273,7 @@ void engine::drain_inbox() {
   for (auto& c : work) {
     switch (c.what) {
       case command::kind::start:
-        start(std::move(c.op));
+        admit(std::move(c.op));
         break;
       case command::kind::abort:
         abort(c.code, c.text, c.peer);

@@ -7,7 +7,7 @@
 ///
 /// Leadership. One thread at a time leads the engine (try_lead()); only
 /// the leader moves bytes, runs algorithms and reductions. Which thread
-/// leads is the drivers' choice (actors/comm_driver.hpp): the thread that
+/// leads is the drivers' choice (actors/comm_core.hpp): the thread that
 /// issued or waits for an op, the communicator's op thread, or the
 /// progress actor; they take turns, never run the engine twice. A pass
 /// (progress()) never blocks; wait() blocks the leader until a connection
@@ -16,6 +16,9 @@
 /// Posting. Any thread may post work (ops to start, an abort, a
 /// re-established connection, a health check, a task); the leader picks it
 /// up at its next pass, and a leader blocked in wait() is woken for it.
+/// Collectives start in issue order; those of a megabyte and more run one
+/// at a time, the next started in the pass where the previous one ends
+/// (admit()).
 ///
 /// What it decides itself, in the leader: routing each frame to its op (or
 /// keeping it for an op not started yet), point-to-point matching, when a
@@ -38,6 +41,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -183,7 +187,7 @@ public:
   /// Ops ended in this leadership: letting go completes them.
   bool completions_pending(leadership&) const noexcept { return !completions_.empty(); }
   /// No op is running and nothing is posted (completions may be pending).
-  bool quiet(leadership&) const noexcept { return ops_.empty() && !inbox_ready_.load(); }
+  bool quiet(leadership&) const noexcept { return ops_.empty() && held_.empty() && !inbox_ready_.load(); }
   /// Finalize: fails what is in flight, tells every peer BYE (this rank
   /// issued `issued` collectives), writes what is queued until `deadline`
   /// (with CRC: until the peers acknowledged everything), closes every
@@ -210,6 +214,11 @@ private:
   void push(command c);
   void knock();
   void drain_inbox();
+  /// Starts `op` now, or holds a collective back while others keep enough
+  /// data in flight (see collective_window).
+  void admit(op_ptr op);
+  /// Starts held collectives, in order, while there is room.
+  void admit_held();
   void start(op_ptr op);
   /// Ops that need no peers (a group of one) end here; true if it did.
   bool complete_locally(const op_ptr& op);
@@ -268,6 +277,10 @@ private:
   std::unordered_map<uint64_t, std::unique_ptr<engine_op>> ops_; ///< by op id
   std::unordered_map<uint64_t, engine_op*> routes_;             ///< collectives by seq
   uint64_t next_start_seq_ = 0; ///< collectives below this have started
+  /// Collectives posted but held back (admit()), in issue order.
+  std::deque<op_ptr> held_;
+  /// Bytes (selection bytes) of the collectives running now.
+  std::size_t running_bytes_ = 0;
   std::map<uint64_t, std::vector<transport::received_frame>> early_; ///< by seq
   std::size_t early_bytes_ = 0;
   std::vector<engine_op*> reported_;

@@ -119,7 +119,7 @@ run_tests() {
 # with ASan and UBSan. Conformance (every op x dtype x world) is left out to
 # keep CI short; the multi-process subset covers real sockets and kills.
 SANITIZER_TARGETS=(mccl_unit_tests mccl_actor_tests mccl_integration_tests mccl_ops_tests
-                   mccl_inline_tests mccl_op_thread_tests mccl_shrink_tests mccl_fault_injection_tests
+                   mccl_caller_driven_tests mccl_op_thread_tests mccl_shrink_tests mccl_fault_injection_tests
                    mccl_check mccl_recovery)
 SANITIZER_MULTIPROC='^multiproc_(allreduce_w3|ops_w3|barrier_w2|faults|fault_scenarios|security|recovery)$'
 

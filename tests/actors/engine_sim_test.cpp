@@ -2,7 +2,9 @@
 // (sim_world.hpp): chunks of an op a rank has not started yet wait for it
 // without holding other ops up; a connection lost without explanation fails
 // ops only after the grace period in which an ABORT may explain it; a peer
-// that finalized is named by the ops that can no longer involve it.
+// that finalized is named by the ops that can no longer involve it; large
+// collectives issued together all complete, and an abort fails those still
+// waiting for their turn.
 
 #include "collectives/engine.hpp"
 #include <mccl/types.hpp>
@@ -111,6 +113,53 @@ TEST_F(EngineSim, AfterAByeOpsTheDepartedRankNeverIssuedFailNamingIt) {
               || why.find("rank 0 finalized after issuing 1 collective(s); it never issued this one")
                    != std::string::npos)
     << why;
+}
+
+// Large collectives issued together run one after the other (the engine
+// holds the later ones back): every one completes with the right sums, in
+// issue order on both ranks, also when the ranks issue them at different
+// times.
+TEST_F(EngineSim, LargeCollectivesIssuedTogetherAllComplete) {
+  auto& w = make_world(2, sim_config("allreduce=ring"));
+  constexpr std::size_t n = 300'000; // 1.2 MB each: larger than the window
+  std::vector<std::vector<int32_t>*> a(3), b(3);
+  std::vector<work_ptr> works;
+  for (int i = 0; i < 3; ++i)
+    works.push_back(allreduce_on(w, 0, n, a[i]));
+  auto policy = round_robin(64 << 10);
+  ASSERT_TRUE(w.drain(policy));
+  for (int i = 0; i < 3; ++i)
+    works.push_back(allreduce_on(w, 1, n, b[i]));
+  ASSERT_TRUE(w.drive(works, policy));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(outcome(works[i]), "ok");
+    EXPECT_EQ(outcome(works[3 + i]), "ok");
+    EXPECT_EQ(works[i]->metrics().seq, static_cast<uint64_t>(i));
+    expect_sum(*a[i], 2);
+    expect_sum(*b[i], 2);
+  }
+}
+
+// An abort while large collectives wait for their turn fails every one of
+// them, the waiting ones included: none is left hanging.
+TEST_F(EngineSim, AnAbortFailsCollectivesWaitingForTheirTurn) {
+  auto& w = make_world(2, sim_config("allreduce=ring"));
+  std::vector<int32_t>* buf;
+  std::vector<work_ptr> works;
+  for (int i = 0; i < 3; ++i)
+    works.push_back(allreduce_on(w, 0, 300'000, buf));
+  ASSERT_TRUE(w.settle());
+  for (auto& op : works)
+    EXPECT_FALSE(op->done()) << "rank 1 issued nothing yet";
+  w.core(0).abort("test stops here");
+  ASSERT_TRUE(w.settle());
+  for (auto& op : works) {
+    ASSERT_TRUE(op->done());
+    auto f = op->failure();
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->code(), errc::aborted) << f->what();
+    EXPECT_NE(std::string(f->what()).find("test stops here"), std::string::npos) << f->what();
+  }
 }
 
 } // namespace
