@@ -35,7 +35,7 @@ link_handle::behavior_type connected(self_ptr self) {
         core->kick();
       self->delayed_send(self, self->state.init.heartbeat / 2, tick_atom::value);
     },
-    [self](link_lost_atom, const std::string& why) {
+    [self](link_lost_atom, const std::string&) { // the engine logged why
       const auto& init = self->state.init;
       if (!init.resumer || init.reconnect.count() == 0)
         return; // the engine reports the loss itself
@@ -44,7 +44,6 @@ link_handle::behavior_type connected(self_ptr self) {
                            [me](transport::connection_ptr conn, const std::string& reason) {
                              caf::anon_send(me, resumed_atom::value, std::move(conn), reason);
                            });
-      (void)why;
       self->become(resuming(self));
     },
     [](resumed_atom, transport::connection_ptr& conn, const std::string&) {

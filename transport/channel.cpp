@@ -208,12 +208,16 @@ std::size_t channel::write_frames(clock::time_point now) {
 
 std::size_t channel::stage_read_limit() const {
   auto room = stage_.size() - stage_end_;
-  if (!large_frames_ || in_payload_ || stage_end_ - stage_begin_ >= wire::header_size)
+  bool large_frames = small_frames_in_a_row_ < small_frames_to_stage;
+  auto staged = stage_end_ - stage_begin_;
+  if (!large_frames || (!in_payload_ && staged >= wire::header_size))
     return room;
-  // Only up to the end of the next header: its payload is then read
-  // straight to its destination. One more recv per frame saves a copy of
-  // up to stage_capacity bytes.
-  return std::min(room, wire::header_size - (stage_end_ - stage_begin_));
+  // Only up to the end of the next header (after the rest of a small
+  // payload): the next payload is then read straight to its destination.
+  // One more recv per frame saves a copy of up to stage_capacity bytes.
+  // (Mid-payload the stage is empty: what was staged went to the payload.)
+  auto rest = in_payload_ ? cur_.payload_len - cur_have_ + wire::header_size : wire::header_size - staged;
+  return std::min(room, rest);
 }
 
 std::size_t channel::read_frames(clock::time_point now) {
@@ -238,6 +242,7 @@ std::size_t channel::read_frames(clock::time_point now) {
       } else {
         auto n = std::min<std::size_t>(avail, cur_.payload_len - cur_have_);
         std::memcpy(payload_at(), stage_.data() + stage_begin_, n);
+        staged_payload_ += n;
         cur_have_ += n;
         stage_begin_ += n;
         if (cur_have_ == cur_.payload_len)
@@ -256,8 +261,10 @@ std::size_t channel::read_frames(clock::time_point now) {
     }
     if (drained)
       break;
-    // 2. Read more: a large payload's remainder straight to its destination.
-    bool direct = in_payload_ && stage_end_ == 0 && cur_.payload_len - cur_have_ >= direct_read_min;
+    // 2. Read more: a large payload's remainder straight to its destination
+    // (however little is left: reading it through the stage would pull the
+    // next frames in too and copy them).
+    bool direct = in_payload_ && stage_end_ == 0 && cur_.payload_len >= direct_read_min;
     auto asked = direct ? cur_.payload_len - cur_have_ : stage_read_limit();
     auto r = conn_->read_some(direct ? payload_at() : stage_.data() + stage_end_, asked);
     if (r.bytes > 0) {
@@ -287,8 +294,10 @@ void channel::begin_frame(const wire::frame_header& h) {
   cur_discard_ = false;
   cur_land_ = nullptr;
   bool data = h.kind == wire::frame_kind::data;
-  if (data)
-    large_frames_ = h.payload_len >= direct_read_min;
+  if (data && h.payload_len >= direct_read_min)
+    small_frames_in_a_row_ = 0;
+  else if (data && small_frames_in_a_row_ < small_frames_to_stage)
+    ++small_frames_in_a_row_;
   // Only intact, wanted data frames of this communicator may land in place.
   if (data && h.payload_len > 0 && h.comm_id == opts_.comm_id && !aborted_ && !crc_failed_)
     cur_land_ = listener_.landing_for(opts_.peer, h);

@@ -169,6 +169,9 @@ public:
   /// The connection (null unless open), for waiting on it.
   const connection_ptr& conn() const noexcept { return conn_; }
   clock::time_point last_rx() const noexcept { return last_rx_; }
+  /// Payload bytes that passed the stage (copied once more than those read
+  /// straight to their destination).
+  std::size_t staged_payload_bytes() const noexcept { return staged_payload_; }
   clock::time_point last_tx() const noexcept { return last_tx_; }
 
 private:
@@ -226,9 +229,14 @@ private:
   uint8_t* cur_land_ = nullptr; ///< the current payload is read in place, here
   bool cur_discard_ = false;    ///< read the current payload and drop it
   std::size_t cur_have_ = 0;
-  /// The last data frame was large: read the next header alone, so its
-  /// payload goes straight to its destination too.
-  bool large_frames_ = false;
+  /// While large data frames come, each header is read alone, so its
+  /// payload goes straight to its destination too (one more recv per frame
+  /// saves a copy of up to the stage's size). Only a run of small ones ends
+  /// that: a stream of large ops mixed with a few small ones (mccl-bench's
+  /// barriers, a loss value) keeps it. Counted up to small_frames_to_stage.
+  static constexpr int small_frames_to_stage = 8;
+  int small_frames_in_a_row_ = small_frames_to_stage;
+  std::size_t staged_payload_ = 0;
   clock::time_point last_rx_;
 
   // CRC recovery (MCCL_TRANSPORT_CRC); untouched without it.

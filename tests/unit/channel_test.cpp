@@ -230,6 +230,45 @@ TEST_F(ChannelSim, LargeFramesInUnevenDeliveries) {
     expect_frame(rec_b.frames[i], sent[i]);
 }
 
+// Once large frames come, their payloads never pass the stage: not the
+// remainder of one delivered in pieces (however little is left), and not
+// the next large frame after a few small ones (mccl-bench's barriers
+// between its ops). Only a run of small frames goes back to staging.
+TEST_F(ChannelSim, LargePayloadsSkipTheStageAcrossSmallFramesAndRemainders) {
+  std::vector<sent_frame> sent;
+  sent.push_back(send_from_a(0, 0, 0, 100000));
+  sent.push_back(send_from_a(0, 0, 1, 100000));
+  // The first frame's bytes may pass the stage (nothing said frames are
+  // large yet); deliver exactly it.
+  net.deliver(0, 1, wire::header_size + 100000);
+  b->progress(now);
+  ASSERT_EQ(rec_b.frames.size(), 1u);
+  auto staged = b->staged_payload_bytes();
+  // The second in pieces that leave less than direct_read_min for last.
+  net.deliver(0, 1, wire::header_size + 90000);
+  b->progress(now);
+  net.deliver(0, 1, 10000);
+  b->progress(now);
+  // A zero-length frame and a small one, then a large one, all at once.
+  sent.push_back(send_from_a(1, 0, 0, 0));
+  sent.push_back(send_from_a(2, 0, 0, 100));
+  sent.push_back(send_from_a(3, 0, 0, 100000));
+  trickle(1 << 20);
+  ASSERT_EQ(rec_b.frames.size(), sent.size());
+  for (std::size_t i = 0; i < sent.size(); ++i)
+    expect_frame(rec_b.frames[i], sent[i]);
+  EXPECT_EQ(b->staged_payload_bytes(), staged + 100) << "only the small frame's payload was staged";
+  // Eight small frames in a row: small frames share reads through the stage again.
+  for (uint32_t c = 0; c < 9; ++c)
+    sent.push_back(send_from_a(4, 0, c, 10));
+  sent.push_back(send_from_a(5, 0, 0, 100000));
+  trickle(1 << 20);
+  ASSERT_EQ(rec_b.frames.size(), sent.size());
+  expect_frame(rec_b.frames.back(), sent.back());
+  EXPECT_GT(b->staged_payload_bytes(), staged + 100 + 90 + 50000)
+    << "after a run of small frames the next header is read with what follows it";
+}
+
 // A small capacity forces partial writes: "sent" comes exactly when the
 // network has accepted all of a frame, never earlier.
 TEST_F(ChannelSim, PartialWritesReportSentOnlyOnceTheWholeFrameLeft) {
