@@ -10,27 +10,28 @@ work_state::work_state(std::chrono::milliseconds deadline_hint, std::string op)
 }
 
 void work_state::complete(op_report r) {
-  {
-    std::lock_guard<std::mutex> guard{mutex_};
-    if (done_.load(std::memory_order_relaxed))
-      return;
-    metrics_.algorithm = std::move(r.algorithm);
-    metrics_.seq = r.seq;
-    metrics_.bytes = r.bytes;
-    metrics_.duration = r.duration;
-    metrics_.driver = r.driver;
-    metrics_.inline_run = r.driver == driver_kind::caller;
-    metrics_.op_thread = r.driver == driver_kind::op_thread;
-  }
-  complete(r.code, std::move(r.message));
+  finish(r.code, std::move(r.message), &r);
 }
 
 void work_state::complete(errc code, std::string message) {
+  finish(code, std::move(message), nullptr);
+}
+
+void work_state::finish(errc code, std::string message, op_report* r) {
   std::vector<std::function<void()>> callbacks;
   {
     std::lock_guard<std::mutex> guard{mutex_};
     if (done_.load(std::memory_order_relaxed))
       return;
+    if (r) {
+      metrics_.algorithm = std::move(r->algorithm);
+      metrics_.seq = r->seq;
+      metrics_.bytes = r->bytes;
+      metrics_.duration = r->duration;
+      metrics_.driver = r->driver;
+      metrics_.inline_run = r->driver == driver_kind::caller;
+      metrics_.op_thread = r->driver == driver_kind::op_thread;
+    }
     code_ = code;
     message_ = std::move(message);
     driver_ = nullptr; // it holds the engine; nothing drives a finished op

@@ -51,6 +51,9 @@ public:
   std::chrono::milliseconds wait_bound() const noexcept { return bound_; }
 
 private:
+  /// Both completions: one lock for the outcome and the metrics (`r`).
+  void finish(errc code, std::string message, op_report* r);
+
   std::atomic<bool> done_{false};
   mutable std::mutex mutex_;
   std::condition_variable cv_;

@@ -7,8 +7,8 @@
 Each round runs every op once with each build, the order of the builds
 swapped every round, so drift on a noisy machine hits both alike. Per
 (op, size) the table shows the median over the rounds of each build's p50
-and busbw, and after / before for both (p50 below 1 and busbw above 1 are
-improvements). Each build's mccl-bench runs with its own libmccl
+and busbw, and the median over the rounds of after/before p50 within a
+round (below 1 is an improvement), with the number of rounds after won. Each build's mccl-bench runs with its own libmccl
 (LD_LIBRARY_PATH set to the build directory), launched by the mcclrun of
 this checkout.
 
@@ -46,6 +46,32 @@ def run(build, ranks, op, args, timeout):
     return rows
 
 
+def table(results, ops, ranks, rounds):
+    """The markdown table: per (op, size) each build's median p50 and busbw,
+    and the median over rounds of after/before within one round (both builds
+    ran back to back, so a slow spell of the machine hits both: steadier
+    than the ratio of the medians)."""
+    lines = [f"{ranks} ranks, {rounds} rounds. p50 and busbw: median over the rounds of each build. "
+             f"after/before: median over the rounds of the two builds' p50 ratio in that round "
+             f"(below 1: after is faster); faster: rounds in which after's p50 was the lower.", "",
+             "| op | bytes | p50 before (us) | p50 after (us) | after/before | faster | "
+             "busbw before (GB/s) | busbw after (GB/s) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for op in ops:
+        for size in sorted({b for (o, b, _) in results if o == op}):
+            before = results.get((op, size, "before"), {})
+            after = results.get((op, size, "after"), {})
+            paired = [after[r][0] / before[r][0] for r in before if r in after and before[r][0] > 0]
+            if not paired:
+                continue
+            med = lambda rows, i: statistics.median(v[i] for v in rows.values())
+            faster = sum(1 for x in paired if x < 1)
+            lines.append(f"| {op} | {size} | {med(before, 0):.1f} | {med(after, 0):.1f} | "
+                         f"{statistics.median(paired):.2f} | {faster}/{len(paired)} | "
+                         f"{med(before, 1):.3f} | {med(after, 1):.3f} |")
+    return lines
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--before", required=True)
@@ -65,7 +91,7 @@ def main():
     if a.iters:
         bench_args += ["-n", str(a.iters)]
     builds = {"before": a.before, "after": a.after}
-    results = {}  # (op, bytes, build) -> [(p50, busbw)]
+    results = {}  # (op, bytes, build) -> {round: (p50, busbw)}
     with open(os.path.join(a.out, "rows.jsonl"), "w") as log:
         for rnd in range(a.rounds):
             order = ["before", "after"] if rnd % 2 == 0 else ["after", "before"]
@@ -75,25 +101,9 @@ def main():
                     for row in run(builds[name], a.ranks, op, bench_args, a.timeout):
                         row.update(build=name, round=rnd, op=op)
                         log.write(json.dumps(row) + "\n")
-                        results.setdefault((op, row["bytes"], name), []).append(
-                            (row["p50_us"], row["busbw_gbs"]))
-    lines = [f"{a.ranks} ranks, median over {a.rounds} rounds of each build's p50 (us) and busbw (GB/s); "
-             f"after/before below 1 (p50) or above 1 (busbw) is better.", "",
-             "| op | bytes | p50 before | p50 after | after/before | busbw before | busbw after | after/before |",
-             "|---|---|---|---|---|---|---|---|"]
-    for op in a.ops.split(","):
-        sizes = sorted({b for (o, b, _) in results if o == op})
-        for size in sizes:
-            before = results.get((op, size, "before"), [])
-            after = results.get((op, size, "after"), [])
-            if not before or not after:
-                continue
-            pb = statistics.median(x[0] for x in before)
-            pa = statistics.median(x[0] for x in after)
-            bb = statistics.median(x[1] for x in before)
-            ba = statistics.median(x[1] for x in after)
-            lines.append(f"| {op} | {size} | {pb:.1f} | {pa:.1f} | {pa / pb:.2f} | {bb:.3f} | {ba:.3f} | "
-                         + (f"{ba / bb:.2f}" if bb > 0 else "-") + " |")
+                        results.setdefault((op, row["bytes"], name), {})[rnd] = (
+                            row["p50_us"], row["busbw_gbs"])
+    lines = table(results, a.ops.split(","), a.ranks, a.rounds)
     text = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "table.md"), "w") as f:
         f.write(text)

@@ -219,7 +219,8 @@ private:
   void admit(op_ptr op);
   /// Starts held collectives, in order, while there is room.
   void admit_held();
-  void start(op_ptr op);
+  /// `bytes`: op->selection_bytes(world); `now`: the op's start time.
+  void start(op_ptr op, std::size_t bytes, clock::time_point now);
   /// Ops that need no peers (a group of one) end here; true if it did.
   bool complete_locally(const op_ptr& op);
   /// The op ends before it started: `code` and why.
@@ -277,8 +278,9 @@ private:
   std::unordered_map<uint64_t, std::unique_ptr<engine_op>> ops_; ///< by op id
   std::unordered_map<uint64_t, engine_op*> routes_;             ///< collectives by seq
   uint64_t next_start_seq_ = 0; ///< collectives below this have started
-  /// Collectives posted but held back (admit()), in issue order.
-  std::deque<op_ptr> held_;
+  /// Collectives posted but held back (admit()), in issue order, with
+  /// their selection bytes.
+  std::deque<std::pair<op_ptr, std::size_t>> held_;
   /// Bytes (selection bytes) of the collectives running now.
   std::size_t running_bytes_ = 0;
   std::map<uint64_t, std::vector<transport::received_frame>> early_; ///< by seq

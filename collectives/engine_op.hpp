@@ -11,10 +11,10 @@ namespace mccl {
 
 class engine_op final : public op_session {
 public:
-  engine_op(engine& e, op_ptr request, collective_args args, std::string algorithm,
+  engine_op(engine& e, op_ptr request, std::size_t bytes, collective_args args, std::string algorithm,
             algorithm_factory factory, engine::clock::time_point now)
     : op_session(std::move(args), e.opts_.comm_id, std::move(algorithm), std::move(factory)),
-      request(std::move(request)), started(now), deadline(now + e.opts_.cfg.timeout), e_(e) {
+      request(std::move(request)), bytes(bytes), started(now), deadline(now + e.opts_.cfg.timeout), e_(e) {
   }
 
   /// Made when the algorithm first asks (in start()): small ops never do.
@@ -31,6 +31,7 @@ public:
   landing_map* spots() noexcept { return landing_.get(); }
 
   const op_ptr request;
+  const std::size_t bytes; ///< request->selection_bytes(world), computed once
   const engine::clock::time_point started;
   const engine::clock::time_point deadline;
   uint64_t ticket = 0; ///< in the flight recorder

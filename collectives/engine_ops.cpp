@@ -84,28 +84,27 @@ void engine::admit(op_ptr op) {
   // one, with 1 MiB ~2% faster). Small ones still overlap up to
   // collective_window bytes. Point-to-point ops never wait: a receive may
   // be what lets a peer's collective end.
-  if (!is_p2p(op->kind)) {
-    auto bytes = op->selection_bytes(opts_.world);
-    if (!held_.empty() || (running_bytes_ > 0 && running_bytes_ + bytes > collective_window)) {
-      held_.push_back(std::move(op));
-      return;
-    }
+  auto bytes = op->selection_bytes(opts_.world);
+  if (!is_p2p(op->kind)
+      && (!held_.empty() || (running_bytes_ > 0 && running_bytes_ + bytes > collective_window))) {
+    held_.emplace_back(std::move(op), bytes);
+    return;
   }
-  start(std::move(op));
+  start(std::move(op), bytes, now_); // posted ops start at the beginning of a pass
 }
 
 void engine::admit_held() {
   while (!held_.empty()) {
-    auto bytes = held_.front()->selection_bytes(opts_.world);
+    auto bytes = held_.front().second;
     if (running_bytes_ > 0 && running_bytes_ + bytes > collective_window && !aborted_ && !shut_down_)
       return;
-    auto op = std::move(held_.front());
+    auto op = std::move(held_.front().first);
     held_.pop_front();
-    start(std::move(op));
+    start(std::move(op), bytes, opts_.now());
   }
 }
 
-void engine::start(op_ptr op) {
+void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
   bool p2p = is_p2p(op->kind);
   if (shut_down_)
     return refuse(op, errc::finalized, "the communicator was finalized");
@@ -133,13 +132,13 @@ void engine::start(op_ptr op) {
   args.op = *op;
   args.op.done = nullptr; // the session never completes the Work itself
   args.chunk_bytes = opts_.cfg.chunk_bytes;
-  auto owned = std::make_unique<engine_op>(*this, op, std::move(args), name, std::move(factory), opts_.now());
+  auto owned = std::make_unique<engine_op>(*this, op, bytes, std::move(args), name, std::move(factory), now);
   auto& eo = *owned;
   ops_.emplace(op->id, std::move(owned));
   if (opts_.flight)
     eo.ticket = opts_.flight->started(recorded_op(*op, opts_.world, name, leader_kind_));
   if (!p2p)
-    running_bytes_ += op->selection_bytes(opts_.world);
+    running_bytes_ += bytes;
   MCCL_LOG(debug, describe(*op) << (p2p ? "" : " seq " + std::to_string(op->seq)) << ": " << name);
   if (!p2p)
     routes_[op->seq] = &eo;
@@ -288,7 +287,7 @@ void engine::settle() {
         matchers_[request->root].forget(request->id);
     } else {
       routes_.erase(request->seq);
-      running_bytes_ -= request->selection_bytes(opts_.world);
+      running_bytes_ -= op->bytes;
     }
     if (opts_.flight)
       opts_.flight->ended(op->ticket, op->code == errc::none ? flight_recorder::state::done
@@ -300,7 +299,7 @@ void engine::settle() {
       r.message += " (" + opts_.flight->progress_note() + ")";
     r.algorithm = op->algorithm_name();
     r.seq = request->seq;
-    r.bytes = request->selection_bytes(opts_.world);
+    r.bytes = op->bytes;
     r.duration = ended - op->started;
     r.driver = leader_kind_;
     completions_.emplace_back(request, std::move(r));

@@ -294,14 +294,14 @@ const setting_def setting_table[] = {
      cfg.small_msg_threshold = parse_bytes(text, 0, 16 * mib);
    }},
   {"MCCL_INLINE_BYTES", "64K", "a byte size between 0 and 4G (suffixes K, M, G; e.g. 64K)",
-   "Collectives of up to this many bytes run on the calling thread when nothing else is in "
-   "flight (the call returns once the op is done); 0: every op runs on mccl's threads.",
+   "Collectives of up to this many bytes run to their end on the calling thread (the call "
+   "returns once the op is done); 0: every op returns at once.",
    [](config& cfg, const std::string& text) {
      cfg.inline_bytes = parse_bytes(text, 0, std::size_t{4} << 30);
    }},
   {"MCCL_OP_THREAD_BYTES", "4G", "a byte size between 0 and 4G (suffixes K, M, G; e.g. 16M)",
-   "Larger collectives of up to this many bytes run on the communicator's op thread when nothing "
-   "else is in flight on the actor path (the call returns at once); 0: they run on the actors.",
+   "Ops of up to this many bytes that no caller waits for are moved by the communicator's op "
+   "thread, larger ones by the progress actor; 0: always the progress actor.",
    [](config& cfg, const std::string& text) {
      cfg.op_thread_bytes = parse_bytes(text, 0, std::size_t{4} << 30);
    }},
@@ -330,7 +330,7 @@ const setting_def setting_table[] = {
      cfg.connect_timeout = std::chrono::milliseconds{parse_int(text, 1, 3600000)};
    }},
   {"MCCL_HEARTBEAT_MS", "1000", "an integer number of milliseconds between 10 and 600000",
-   "Interval of liveness probes on idle links.",
+   "A link that sent nothing for half this long sends a heartbeat.",
    [](config& cfg, const std::string& text) {
      cfg.heartbeat = std::chrono::milliseconds{parse_int(text, 10, 600000)};
    }},
@@ -404,7 +404,8 @@ const setting_def setting_table[] = {
      cfg.worker_threads = static_cast<int>(parse_int(text, 0, 256));
    }},
   {"MCCL_SPIN_US", "50", "an integer number of microseconds between 0 and 1000000",
-   "How long a link busy-polls without traffic before parking in a blocking wait.",
+   "How long a thread that moves an op polls without traffic before sleeping until a "
+   "connection is ready.",
    [](config& cfg, const std::string& text) {
      cfg.spin = std::chrono::microseconds{parse_int(text, 0, 1000000)};
    }},
