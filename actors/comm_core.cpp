@@ -41,8 +41,10 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   eo.resumable = init_.resumer && init_.cfg.transport_crc && init_.cfg.reconnect.count() > 0;
   eo.faults = init_.faults;
   eo.flight = flight_;
-  auto* sys = init_.system;
-  eo.now = [sys] { return sys->clock().now(); };
+  if (init_.simulated_time) {
+    auto* sys = init_.system;
+    eo.now = [sys] { return sys->clock().now(); };
+  } // else engine_options' default: steady_clock
   engine_listener& listener = *this;
   engine_ = std::make_unique<engine>(std::move(eo), init_.conns, listener);
   init_.conns.clear(); // the engine's channels own them now
@@ -89,7 +91,7 @@ void comm_core::start_actors() {
 }
 
 comm_core::clock::time_point comm_core::now() const {
-  return init_.system->clock().now();
+  return init_.simulated_time ? init_.system->clock().now() : clock::now();
 }
 
 // ---- issuing ops ----------------------------------------------------------------

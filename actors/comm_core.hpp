@@ -44,6 +44,11 @@ struct comm_core_init {
   /// By rank; null at this rank (empty for a group of one).
   std::vector<transport::connection_ptr> conns;
   caf::actor_system* system = nullptr;
+  /// The actor system's clock is simulated (deterministic tests): the
+  /// engine and the drivers keep its time. Otherwise they read
+  /// steady_clock directly (CAF's real-time clock is the same, one virtual
+  /// call further away, on the hot path of every op).
+  bool simulated_time = false;
   transport::buffer_pool* pool = nullptr;
   watchdog_handle watchdog;
   /// Re-establishes lost connections (MCCL_RECONNECT_MS); null: never.

@@ -15,6 +15,9 @@ void op_thread::posted() {
   {
     std::lock_guard<std::mutex> guard{mutex_};
     last_post_ = clock::now();
+    // While callers drive their ops, the poll (poll_period) finds ops left
+    // behind: waking now would cost every op a context switch, on a core a
+    // rank needs (DDP's buckets: every op that ends with more in flight).
     if (announce_) {
       signalled_ = true;
       wake = true;
@@ -25,22 +28,9 @@ void op_thread::posted() {
 }
 
 void op_thread::needed() {
-  bool wake = false;
-  {
-    std::lock_guard<std::mutex> guard{mutex_};
-    // A caller that let go usually waits for its next op within
-    // microseconds: the same grace as for a fresh op.
-    last_post_ = clock::now();
-    // While callers drive their ops, the poll (poll_period) finds ops left
-    // behind: waking now would cost every op that ends with more in flight
-    // (DDP's buckets) a context switch, on a core a rank needs.
-    if (announce_) {
-      signalled_ = true;
-      wake = true;
-    }
-  }
-  if (wake)
-    changed_.notify_one();
+  // A caller that let go usually waits for its next op within
+  // microseconds: the same grace as for a fresh op.
+  posted();
 }
 
 void op_thread::stop() {

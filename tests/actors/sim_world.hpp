@@ -233,6 +233,7 @@ public:
       ci.cfg = cfg_;
       ci.conns = std::move(mesh[static_cast<std::size_t>(r)]);
       ci.system = &sys_;
+      ci.simulated_time = true;
       ci.pool = &env_.pool;
       ci.watchdog = watchdogs_.back();
       cores_.push_back(actors::comm_core::create(std::move(ci)));
