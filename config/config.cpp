@@ -403,7 +403,7 @@ const setting_def setting_table[] = {
    [](config& cfg, const std::string& text) {
      cfg.worker_threads = static_cast<int>(parse_int(text, 0, 256));
    }},
-  {"MCCL_SPIN_US", "50", "an integer number of microseconds between 0 and 1000000",
+  {"MCCL_SPIN_US", "200", "an integer number of microseconds between 0 and 1000000",
    "How long a thread that moves an op polls without traffic before sleeping until a "
    "connection is ready.",
    [](config& cfg, const std::string& text) {

@@ -140,6 +140,7 @@ void channel::send_bye(uint64_t issued) {
   // BYE carries how many collectives this rank issued, so the peer can tell
   // ops we completed (all our bytes precede the BYE) from ops we never issued.
   queue_control(wire::frame_kind::bye, static_cast<uint32_t>(opts_.rank), {}, issued);
+  said_bye_ = true;
 }
 
 void channel::keep_alive(clock::time_point now) {

@@ -126,7 +126,9 @@ public:
   /// with `code` because `reason`. Data frames are neither sent nor
   /// delivered any more.
   void abort(int origin, errc code, const std::string& reason);
-  /// Queues BYE: this rank issued `issued` collectives and finalizes.
+  /// Queues BYE: this rank issued `issued` collectives and finalizes. From
+  /// then on the connection closing is no loss (the peer closes when it
+  /// reads our BYE, without answering it).
   void send_bye(uint64_t issued);
   /// Queues a heartbeat when nothing was written for half an interval and
   /// nothing is queued (with CRC, the acknowledgement it owes the peer
@@ -215,6 +217,7 @@ private:
   std::string name_;
   state state_ = state::open;
   bool aborted_ = false;
+  bool said_bye_ = false; ///< BYE is queued: the peer may close from now on
 
   std::deque<tx_item> txq_;
   clock::time_point last_tx_;

@@ -80,6 +80,13 @@ void channel::on_crc_nack(uint64_t index) {
 void channel::lost(const std::string& why) {
   if (state_ != state::open)
     return;
+  if (said_bye_) {
+    // Both ranks finalize: the peer closes as soon as it reads our BYE
+    // (without answering it), which is how a finalize ends, not a loss.
+    record("closed_after_bye", nullptr, why);
+    close();
+    return;
+  }
   bool may_resume = opts_.resumable && opts_.crc && !aborted_ && !crc_failed_;
   if (!may_resume) {
     go_down(down_kind::lost, errc::peer_lost, why);

@@ -127,8 +127,8 @@ struct config {
   double topk_ratio = 0.01;
   /// CAF scheduler threads; 0 in input means auto, resolved to >= 1.
   int worker_threads = 0;
-  /// How long an idle link busy-polls before parking.
-  std::chrono::microseconds spin{50};
+  /// How long a thread moving an op polls (yielding) before it sleeps.
+  std::chrono::microseconds spin{200};
   /// Ops kept per communicator by the flight recorder; 0 = off.
   std::size_t flight_recorder = 64;
   /// Shared secret for handshakes; "" = none.

@@ -320,6 +320,31 @@ TEST_F(ChannelSim, ByeComesAfterTheDataAndClosesTheChannel) {
   EXPECT_FALSE(b->send(h, nullptr, 0, frame_ref{}));
 }
 
+// Two ranks finalizing together: rank 1 closes as soon as it reads rank 0's
+// BYE (its own BYE is never sent), and rank 0, still flushing, then finds
+// the connection closed. That ends a finalize; it is not a lost peer. A
+// close that comes before our BYE still is.
+TEST_F(ChannelSim, APeerClosingAfterOurByeIsNoLoss) {
+  a->send_bye(1);
+  a->progress(now);
+  trickle(7);
+  ASSERT_EQ(rec_b.byes.size(), 1u);
+  EXPECT_EQ(b->current(), channel::state::closed);
+  for (int i = 0; i < 4; ++i)
+    a->progress(now);
+  EXPECT_TRUE(rec_a.downs.empty()) << rec_a.downs[0].why;
+  EXPECT_EQ(a->current(), channel::state::closed);
+
+  // Without a BYE of ours, the same close is a loss.
+  sim_network fresh;
+  connect(fresh, nullptr);
+  b->close();
+  a->progress(now);
+  ASSERT_EQ(rec_a.downs.size(), 1u);
+  EXPECT_EQ(rec_a.downs[0].kind, down_kind::lost);
+  EXPECT_NE(rec_a.downs[0].why.find("closed"), std::string::npos) << rec_a.downs[0].why;
+}
+
 // A reset takes both channels down, as a loss (not an error), naming the
 // simulated peer's failure.
 TEST_F(ChannelSim, BrokenLinkIsReportedOnBothSides) {

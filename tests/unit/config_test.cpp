@@ -96,7 +96,7 @@ TEST(ConfigSettings, DocumentedDefaults) {
   EXPECT_EQ(info_of("MCCL_COMPRESSION").default_value, "none");
   EXPECT_EQ(info_of("MCCL_TOPK_RATIO").default_value, "0.01");
   EXPECT_EQ(info_of("MCCL_WORKER_THREADS").default_value, "0");
-  EXPECT_EQ(info_of("MCCL_SPIN_US").default_value, "50");
+  EXPECT_EQ(info_of("MCCL_SPIN_US").default_value, "200");
   EXPECT_EQ(info_of("MCCL_JOB_TOKEN").default_value, "");
 }
 
@@ -172,7 +172,7 @@ TEST(ConfigDefaults, EveryVariable) {
   EXPECT_EQ(cfg.compression, compression_kind::none);
   EXPECT_DOUBLE_EQ(cfg.topk_ratio, 0.01);
   EXPECT_EQ(cfg.worker_threads, auto_worker_threads());
-  EXPECT_EQ(cfg.spin, 50us);
+  EXPECT_EQ(cfg.spin, 200us);
   EXPECT_EQ(cfg.job_token, "");
   ASSERT_EQ(cfg.sources.size(), expected_names.size());
   for (const auto& name : expected_names)
