@@ -10,6 +10,7 @@
 #include "transport/tcp/interfaces.hpp"
 #include "transport/tcp/socket_util.hpp"
 #include "transport/tcp/striped_connection.hpp"
+#include "transport/tcp/tcp_link_resumer.hpp"
 #include "transport/tcp/tcp_mesh.hpp"
 
 #include <cerrno>

@@ -79,7 +79,7 @@ public:
 };
 
 /// Re-establishes lost connections of one communicator
-/// (MCCL_RECONNECT_MS); TCP implements it (tcp/tcp_mesh.hpp).
+/// (MCCL_RECONNECT_MS); TCP implements it (tcp/tcp_link_resumer.hpp).
 class resumer {
 public:
   /// Called once per resume(), on a thread of the resumer's: the new

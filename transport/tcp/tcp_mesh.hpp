@@ -26,12 +26,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace mccl::transport {
@@ -75,63 +71,9 @@ int count_hosts(const mesh_options& o);
 /// through `monitor`. Throws mccl::error naming the rank and address it could not
 /// reach, or why a peer refused. With `resumer` set, the listening socket
 /// stays open after the mesh is built and *resumer re-establishes lost links
-/// (MCCL_RECONNECT_MS).
+/// (MCCL_RECONNECT_MS; tcp_link_resumer.hpp).
 std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monitor>& monitor,
                                            const mesh_options& opts,
                                            std::shared_ptr<tcp_link_resumer>* resumer = nullptr);
-
-/// Re-establishes lost links of one communicator (MCCL_RECONNECT_MS > 0).
-/// The rank that dialled a link at first dials the peer's published address
-/// again and sends a resume hello (handshake.hpp: resume_marker); the other
-/// side accepts it on the mesh's listening socket, which stays open, only
-/// while its own link to that rank waits to be resumed, with the same token,
-/// communicator and rank checks as a fresh hello (vet_resume_hello). A
-/// refused attempt (the peer has not noticed the loss yet) is retried every
-/// 50 ms until the link's deadline. What each side already received is
-/// settled afterwards by the channels themselves (transport/channel.hpp).
-///
-/// One thread per communicator: it waits on the listening socket and a
-/// wake-up descriptor (in 200 ms steps, 20 ms while dialling, to check
-/// deadlines), refuses strays, and dials with at most 500 ms per attempt.
-class tcp_link_resumer : public resumer {
-public:
-  tcp_link_resumer(std::shared_ptr<readiness_monitor> monitor, mesh_options opts,
-                   int listen_fd, std::vector<std::string> endpoints);
-  ~tcp_link_resumer();
-  tcp_link_resumer(const tcp_link_resumer&) = delete;
-  tcp_link_resumer& operator=(const tcp_link_resumer&) = delete;
-
-  /// The link to `peer` was lost: re-establish it before `deadline`. A
-  /// second call for the same peer replaces the first (whose done is
-  /// never called).
-  void resume(int peer, std::chrono::steady_clock::time_point deadline, done_fn done) override;
-  /// Forget `peer`'s request (its link gave up or stopped).
-  void cancel(int peer) override;
-
-private:
-  struct request {
-    std::chrono::steady_clock::time_point deadline;
-    std::chrono::steady_clock::time_point next_try;
-    done_fn done;
-  };
-  void run();
-  void accept_one();
-  /// One attempt to dial `peer`; "" and *conn set on success, else why not.
-  std::string dial_once(int peer, std::chrono::steady_clock::time_point deadline,
-                        connection_ptr* conn);
-  void finish(int peer, connection_ptr conn, const std::string& why);
-  void poke(); ///< wakes the thread
-
-
-  std::shared_ptr<readiness_monitor> monitor_;
-  mesh_options opts_;
-  int listen_fd_;
-  std::vector<std::string> endpoints_; ///< published "addr:port" by rank
-  std::mutex mutex_;
-  int wake_fd_ = -1; ///< eventfd: a new request or stop
-  std::map<int, request> requests_; ///< by peer rank
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 } // namespace mccl::transport
