@@ -9,10 +9,8 @@ namespace mccl::transport {
 
 std::string rank_str(int r) { return "rank " + std::to_string(r); }
 
-/// The stripe count a hello announces; 0 (a hello that does not say) is one.
 uint32_t stripes_in(const wire::frame_header& h) { return std::max<uint32_t>(h.step, 1); }
 
-/// Sends one control frame (hello, hello_ack or refuse) with its payload.
 std::string send_control(tcp::socket& s, wire::frame_kind kind, uint32_t comm_id,
                          const std::vector<uint8_t>& payload, clock::time_point deadline,
                          const stripe_tag& tag, uint32_t aux) {
@@ -30,7 +28,6 @@ std::string send_control(tcp::socket& s, wire::frame_kind kind, uint32_t comm_id
   return write_all(s, bytes.data(), bytes.size(), deadline);
 }
 
-/// Reads one control frame; the payload is bounded before it is allocated.
 std::string read_control(tcp::socket& s, clock::time_point deadline, wire::frame_header& h,
                          std::vector<uint8_t>& payload) {
   uint8_t head[wire::header_size];
@@ -45,7 +42,6 @@ std::string read_control(tcp::socket& s, clock::time_point deadline, wire::frame
   return read_exact(s, payload.data(), payload.size(), deadline);
 }
 
-/// "10.0.0.1:4000,10.1.0.1:4000" -> its endpoints (at least one).
 std::vector<std::pair<std::string, tcp::endpoint>> parse_endpoints(const std::string& text, int peer) {
   std::vector<std::pair<std::string, tcp::endpoint>> out;
   std::size_t begin = 0;
@@ -66,7 +62,6 @@ std::vector<std::pair<std::string, tcp::endpoint>> parse_endpoints(const std::st
   return out;
 }
 
-/// The first endpoint `peer` published: a resumed link uses one socket.
 tcp::endpoint parse_endpoint(const std::string& text, int peer) {
   return parse_endpoints(text, peer).front().second;
 }
