@@ -1,5 +1,7 @@
 #include "actors/op_thread.hpp"
 
+#include <algorithm>
+
 namespace mccl::actors {
 
 op_thread::op_thread(hooks h) : hooks_(std::move(h)) {
@@ -59,12 +61,13 @@ void op_thread::loop() {
       } else {
         // Callers drive their own ops; look now and then for one that
         // nobody waits for.
-        changed_.wait_for(lock, poll_period, [this] { return stopping_ || signalled_; });
+        changed_.wait_for(lock, poll_wait_, [this] { return stopping_ || signalled_; });
         if (!signalled_ && !stopping_) {
           lock.unlock();
           bool busy = hooks_.busy();
           lock.lock();
           signalled_ = busy;
+          poll_wait_ = busy ? poll_period : std::min(2 * poll_wait_, poll_period_max);
         }
       }
       continue;
@@ -87,6 +90,7 @@ void op_thread::loop() {
     // Nobody took the op: wake on every op. A caller took it: callers
     // drive their ops, so posting need not wake this thread.
     announce_ = led;
+    poll_wait_ = poll_period;
   }
 }
 

@@ -10,9 +10,13 @@
 /// - the thread leaves a fresh op to its caller for `caller_grace` before
 ///   it takes it;
 /// - while callers keep taking their ops themselves, posting an op does
-///   not wake the thread: it looks for ops nobody leads every
-///   `poll_period` instead, and after `idle_limit` without ops it sleeps
-///   until woken again.
+///   not wake the thread: it looks for ops nobody leads, first after
+///   `poll_period`, then, while it finds none, twice as long each time up
+///   to `poll_period_max` (every look is a wake-up on a core a rank may
+///   need: at 1 ms, one per 4 MiB op), and after `idle_limit` without ops
+///   it sleeps until woken again. An op left behind thus waits at most
+///   poll_period_max once; the thread then drives it and wakes on every
+///   post until callers take their ops again.
 
 #include <chrono>
 #include <condition_variable>
@@ -26,6 +30,7 @@ class op_thread {
 public:
   static constexpr std::chrono::microseconds caller_grace{20};
   static constexpr std::chrono::microseconds poll_period{1000};
+  static constexpr std::chrono::microseconds poll_period_max{8000};
   static constexpr std::chrono::milliseconds idle_limit{50};
 
   /// What the thread does when it has work: `busy()` says whether ops are
@@ -63,6 +68,8 @@ private:
   bool signalled_ = false;
   /// posted() wakes the thread; false while callers drive their ops.
   bool announce_ = true;
+  /// The next look for ops nobody leads (while announce_ is false).
+  std::chrono::microseconds poll_wait_ = poll_period;
   bool stopping_ = false;
   std::thread thread_;
 };

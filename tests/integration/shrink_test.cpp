@@ -43,12 +43,18 @@ void shrink_without(int world, int victim) {
   std::vector<std::string> errors;
   mccl_test::run_ranks(rt, world, fast_failure(), [&](mccl::communicator& comm) {
     int r = comm.rank();
-    comm.barrier().wait();
-    if (r == victim)
+    if (r == victim) {
+      comm.barrier().wait();
       return; // run_ranks finalizes it: gone without telling anyone why
-    // The old communicator fails: the victim left before this op.
+    }
+    // The old communicator fails: the victim left before this allreduce.
+    // A survivor may already fail in the barrier: another survivor that
+    // finished it sooner may learn of the departure and abort before this
+    // one has read its last barrier message (the ABORT and that message
+    // come over different connections). Either way the op names the victim.
     std::vector<float> data(4096, 1.0f);
     try {
+      comm.barrier().wait();
       comm.allreduce(data.data(), data.size()).wait();
     } catch (const mccl::error& e) {
       std::lock_guard<std::mutex> g{m};
