@@ -160,6 +160,30 @@ TEST(OpThread, WaitingCallerRunsItsOpsItself) {
   });
 }
 
+TEST(OpThread, AnOpLeftBehindAfterCallerDrivenOnesStillMoves) {
+  // Callers that wait for every op at once stop the op thread being woken
+  // per op; it looks for ops nobody drives less and less often (up to
+  // every 8 ms). An op then issued and not waited for must still move, on
+  // the op thread, and so must the ones after it.
+  mccl::runtime rt;
+  run_ranks(rt, 2, settings(), [](mccl::communicator& comm) {
+    for (int i = 0; i < 40; ++i) {
+      auto v = contribution(comm.rank(), i, 100000);
+      comm.allreduce(v.data(), v.size()).wait();
+    }
+    std::this_thread::sleep_for(30ms); // a few of the thread's looks find nothing
+    for (int i = 0; i < 3; ++i) {
+      auto v = contribution(comm.rank(), 100 + i, 100000);
+      auto t0 = clock_type::now();
+      auto w = comm.allreduce(v.data(), v.size());
+      ASSERT_TRUE(done_without_waiting(w)) << "op " << i << " nobody waits for never moved";
+      EXPECT_LT(ms_since(t0), 2000.0) << "op " << i;
+      EXPECT_TRUE(w.metrics().op_thread) << "op " << i;
+      ASSERT_EQ(v[99999], expected_sum(2, 100 + i, 99999)) << "op " << i;
+    }
+  });
+}
+
 TEST(OpThread, CanBeTurnedOff) {
   mccl::runtime rt;
   auto o = settings();
