@@ -171,10 +171,10 @@ public:
   /// The connection (null unless open), for waiting on it.
   const connection_ptr& conn() const noexcept { return conn_; }
   clock::time_point last_rx() const noexcept { return last_rx_; }
+  clock::time_point last_tx() const noexcept { return last_tx_; }
   /// Payload bytes that passed the stage (copied once more than those read
   /// straight to their destination).
   std::size_t staged_payload_bytes() const noexcept { return staged_payload_; }
-  clock::time_point last_tx() const noexcept { return last_tx_; }
 
 private:
   struct tx_item {
