@@ -50,6 +50,10 @@ void op_session::deliver(transport::received_frame& c) {
       if (c.header.flags & wire::flag_ack_request)
         send_frame(c.peer, ack_step, 0, nullptr, 0, signature_.count, wire::flag_ack);
     }
+    if (finished_) // every chunk it expected is in: this one is a copy
+      return fail(errc::protocol_error, "duplicate chunk " + std::to_string(c.header.chunk) + " of step "
+                                          + std::to_string(c.header.step) + " from rank "
+                                          + std::to_string(c.peer) + " after the op had all its chunks");
     incoming_chunk in;
     in.message_bytes = c.header.op_count;
     in.tag = c.header.aux;
