@@ -7,6 +7,7 @@
 #include "collectives/registry.hpp"
 #include "config/log.hpp"
 #include "transport/fault/fault_connection.hpp"
+#include "transport/shm/shm_setup.hpp"
 #include "transport/tcp/interfaces.hpp"
 #include "transport/tcp/socket_util.hpp"
 #include "transport/tcp/striped_connection.hpp"
@@ -15,7 +16,9 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <algorithm>
 #include <random>
+#include <set>
 
 namespace mccl {
 
@@ -135,6 +138,14 @@ std::shared_ptr<transport::fault_injector> make_fault_injector(communicator::imp
   return std::make_shared<transport::fault_injector>(*scenario, o.rank, p.fault_report);
 }
 
+/// Hosts of the communicator: distinct host identities (shm_setup.hpp),
+/// or where a rank could not read its boot id, distinct first addresses.
+int count_hosts(const std::vector<std::string>& identities, const transport::mesh_options& mo) {
+  if (std::find(identities.begin(), identities.end(), std::string()) != identities.end())
+    return transport::count_hosts(mo);
+  return static_cast<int>(std::set<std::string>(identities.begin(), identities.end()).size());
+}
+
 } // namespace
 
 namespace detail {
@@ -161,11 +172,9 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   MCCL_LOG(info, "mccl " << MCCL_VERSION_STRING << " rank " << o.rank << " of " << o.world_size
                          << ", communicator " << o.comm_id << ", resolved configuration:\n"
                          << describe(cfg));
-  if (cfg.transport == transport_kind::shm || cfg.transport == transport_kind::rdma)
-    throw error(errc::unsupported,
-                std::string("MCCL_TRANSPORT=") + to_string(cfg.transport) + ": the "
-                  + (cfg.transport == transport_kind::shm ? "shared-memory" : "RDMA")
-                  + " transport is not built yet in this version; use MCCL_TRANSPORT=tcp or auto");
+  if (cfg.transport == transport_kind::rdma)
+    throw error(errc::unsupported, "MCCL_TRANSPORT=rdma: the RDMA transport is not built yet in this "
+                                   "version; use MCCL_TRANSPORT=auto, shm or tcp");
 
   std::vector<transport::connection_ptr> conns;
   std::shared_ptr<transport::tcp_link_resumer> resumer; // MCCL_RECONNECT_MS
@@ -240,9 +249,19 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
       auto* striped = dynamic_cast<const transport::striped_connection*>(c.get());
       sockets += striped ? striped->stripes() : 1;
     }
-    cfg.hosts = transport::count_hosts(mo);
-    MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s) over "
-                           << sockets << " socket(s), " << cfg.hosts << " host(s)");
+    transport::shm_setup_options so;
+    so.rank = o.rank;
+    so.world = o.world_size;
+    so.mode = to_string(cfg.transport);
+    so.ring_bytes = cfg.shm_ring_bytes;
+    so.deadline = std::chrono::steady_clock::now() + cfg.connect_timeout;
+    so.rendezvous = rendezvous.get();
+    so.key_prefix = prefix;
+    auto shm = transport::setup_shm_links(conns, so);
+    cfg.hosts = count_hosts(shm.hosts, mo);
+    MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s), "
+                           << shm.shm_peers << " over shared memory, the others over " << sockets
+                           << " socket(s); " << cfg.hosts << " host(s)");
     if (injector) {
       for (int peer = 0; peer < o.world_size; ++peer)
         if (conns[peer])

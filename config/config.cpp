@@ -228,7 +228,8 @@ std::string format_real(double value) {
 // Order here is the public order of all_settings().
 const setting_def setting_table[] = {
   {"MCCL_TRANSPORT", "auto", "one of auto, tcp, shm, rdma (case-insensitive)",
-   "Transport for peer links: tcp works; shm and rdma are refused as not built yet; auto picks tcp.",
+   "Transport for peer links: auto = shared memory between ranks of one host, TCP between hosts; "
+   "shm insists on shared memory with every peer; tcp never uses it; rdma is refused as not built yet.",
    [](config& cfg, const std::string& text) {
      static constexpr transport_kind values[] = {transport_kind::auto_select, transport_kind::tcp,
                                                  transport_kind::shm, transport_kind::rdma};
@@ -281,6 +282,16 @@ const setting_def setting_table[] = {
    "peer listens on. Every rank must use the same value.",
    [](config& cfg, const std::string& text) {
      cfg.sockets_per_peer = static_cast<int>(parse_int(text, 0, max_sockets_per_peer));
+   }},
+  {"MCCL_SHM_RING_BYTES", "2M", "a power of two between 64K and 1G (suffixes K, M, G; e.g. 2M)",
+   "Each direction's ring between two ranks of one host (shared memory); every rank must use the "
+   "same value.",
+   [](config& cfg, const std::string& text) {
+     auto bytes = parse_bytes(text, 64 * kib, gib);
+     if ((bytes & (bytes - 1)) != 0)
+       throw error(errc::invalid_config, "MCCL_SHM_RING_BYTES=" + quoted(text) + ": expected a power of two "
+                                           "between 64K and 1G (e.g. 1M, 2M, 4M)");
+     cfg.shm_ring_bytes = bytes;
    }},
   {"MCCL_CHUNK_BYTES", "1M", "a byte size between 4K and 1G (suffixes K, M, G; e.g. 1M)",
    "Pipelining chunk size; the default comes from MCCL_LINK_PROFILE.",
@@ -647,6 +658,7 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_PORT_BASE") return std::to_string(cfg.port_base);
     if (name == "MCCL_SOCKETS_PER_PEER")
       return cfg.sockets_per_peer == 0 ? "0 (auto)" : std::to_string(cfg.sockets_per_peer);
+    if (name == "MCCL_SHM_RING_BYTES") return format_byte_size(cfg.shm_ring_bytes);
     if (name == "MCCL_CHUNK_BYTES") return format_byte_size(cfg.chunk_bytes);
     if (name == "MCCL_SMALL_MSG_THRESHOLD") return format_byte_size(cfg.small_msg_threshold);
     if (name == "MCCL_INLINE_BYTES") return format_byte_size(cfg.inline_bytes);

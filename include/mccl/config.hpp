@@ -72,7 +72,7 @@ constexpr int max_sockets_per_peer = 16;
 /// defaults of the default link profile; resolve_config() is the validated
 /// way to build one.
 struct config {
-  /// Recorded only: auto means tcp today.
+  /// auto: shared memory within a host, TCP across hosts.
   transport_kind transport = transport_kind::auto_select;
   /// Qualified because the member name shadows the type inside the class.
   mccl::log_level log_level = mccl::log_level::warn;
@@ -85,6 +85,8 @@ struct config {
   /// TCP connections per peer; 0 = auto: one per address the peer listens
   /// on (one when it has one address).
   int sockets_per_peer = 0;
+  /// Each direction's shared-memory ring between two ranks of one host.
+  std::size_t shm_ring_bytes = std::size_t{2} << 20;
   /// Pipelining chunk size in bytes; the default comes from the profile.
   std::size_t chunk_bytes = std::size_t{1} << 20;
   /// Ops of at most this many bytes take the latency path.

@@ -56,7 +56,7 @@ int auto_worker_threads() {
 
 const std::vector<std::string> expected_names = {
   "MCCL_TRANSPORT",      "MCCL_LOG_LEVEL",     "MCCL_LISTEN_ADDR",  "MCCL_IFNAME",
-  "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_OP_THREAD_BYTES", "MCCL_ALGO",
+  "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_SHM_RING_BYTES", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_OP_THREAD_BYTES", "MCCL_ALGO",
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
   "MCCL_HEARTBEAT_MS",   "MCCL_HEARTBEAT_MISSES", "MCCL_RECONNECT_MS", "MCCL_CRC_RETRIES", "MCCL_FAULTS",
   "MCCL_FAULTS_REPORT",  "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
@@ -249,6 +249,12 @@ TEST(ConfigEnv, PortBase) {
   EXPECT_EQ(resolve_env({{"MCCL_SOCKETS_PER_PEER", "16"}}).sockets_per_peer, 16);
 }
 
+TEST(ConfigEnv, ShmRingBytes) {
+  EXPECT_EQ(resolve_env({}).shm_ring_bytes, 2u << 20);
+  EXPECT_EQ(resolve_env({{"MCCL_SHM_RING_BYTES", "64K"}}).shm_ring_bytes, 64u << 10);
+  EXPECT_EQ(resolve_env({{"MCCL_SHM_RING_BYTES", "8M"}}).shm_ring_bytes, 8u << 20);
+}
+
 TEST(ConfigEnv, ChunkBytes) {
   EXPECT_EQ(resolve_env({{"MCCL_CHUNK_BYTES", "4K"}}).chunk_bytes, 4096u);
   EXPECT_EQ(resolve_env({{"MCCL_CHUNK_BYTES", "4096"}}).chunk_bytes, 4096u);
@@ -437,6 +443,9 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_PORT_BASE", " 5"},
   {"MCCL_PORT_BASE", "+2000"},
   {"MCCL_PORT_BASE", "99999999999999999999999"},
+  {"MCCL_SHM_RING_BYTES", "3M"},
+  {"MCCL_SHM_RING_BYTES", "32K"},
+  {"MCCL_SHM_RING_BYTES", "2G"},
   {"MCCL_CHUNK_BYTES", "12Q"},
   {"MCCL_CHUNK_BYTES", "1K"},
   {"MCCL_CHUNK_BYTES", "4095"},

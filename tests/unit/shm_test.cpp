@@ -1,0 +1,244 @@
+// The shared-memory transport inside one process: the byte ring (wrap
+// around, gathered and partial writes, the arming handshake, two threads
+// streaming through a small ring), the segment (opened through /proc, a
+// wrong nonce refused) and the connection over it with a loopback TCP
+// doorbell (a sleeping side is woken, never lost; a close is read after the
+// last bytes; a peer that vanishes without closing is seen).
+
+#include "transport/shm/shm_connection.hpp"
+#include "transport/shm/shm_ring.hpp"
+#include "transport/shm/shm_segment.hpp"
+#include "transport/tcp/readiness.hpp"
+#include "transport/tcp/tcp_connection.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+using namespace mccl::transport;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<uint8_t> pattern(std::size_t n, unsigned seed = 0) {
+  std::vector<uint8_t> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<uint8_t>(i * 13 + i / 509 + seed);
+  return v;
+}
+
+/// A ring in ordinary memory, as one process sees both ends.
+struct local_ring {
+  shm_ring_control control;
+  std::vector<uint8_t> data;
+  shm_ring writer, reader;
+  explicit local_ring(std::size_t capacity)
+    : data(capacity), writer(&control, data.data(), capacity), reader(&control, data.data(), capacity) {}
+};
+
+/// Two shm_connections over one segment, as two ranks would hold them, each
+/// with its end of a loopback TCP connection as the doorbell.
+struct shm_pair {
+  std::shared_ptr<readiness_monitor> monitor = std::make_shared<readiness_monitor>();
+  std::shared_ptr<shm_connection> a, b; // a created the segment
+  int b_socket = -1;                    // b's doorbell descriptor (to fake a crash)
+
+  explicit shm_pair(std::size_t ring_bytes) {
+    namespace asio = boost::asio;
+    asio::io_context io;
+    asio::ip::tcp::acceptor acceptor(io, {asio::ip::address_v4::loopback(), 0});
+    asio::ip::tcp::socket near(io), far(io);
+    near.connect(acceptor.local_endpoint());
+    acceptor.accept(far);
+    b_socket = far.native_handle();
+    auto seg_a = shm_segment::create(ring_bytes);
+    shm_segment seg_b;
+    auto err = shm_segment::open(::getpid(), seg_a.fd(), ring_bytes, seg_a.nonce(), seg_b);
+    if (!err.empty())
+      throw std::runtime_error(err);
+    seg_a.drop_fd();
+    a = std::make_shared<shm_connection>(std::move(seg_a), true,
+                                         std::make_shared<tcp_connection>(monitor, std::move(near), "b"),
+                                         "rank 1 over shared memory");
+    b = std::make_shared<shm_connection>(std::move(seg_b), false,
+                                         std::make_shared<tcp_connection>(monitor, std::move(far), "a"),
+                                         "rank 0 over shared memory");
+  }
+};
+
+/// Waits as the engine does: asks for the descriptor (which arms the
+/// wake-up), then polls it. False when nothing woke it within `limit`.
+bool wait_like_engine(connection& c, std::chrono::milliseconds limit) {
+  pollfd p{c.poll_fd(), POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(limit.count())) > 0;
+}
+
+/// Moves `out` through `c` with engine-style waits; fails the test if a
+/// wait is never woken.
+void write_all(connection& c, const std::vector<uint8_t>& out) {
+  std::size_t done = 0;
+  while (done < out.size()) {
+    iovec v{const_cast<uint8_t*>(out.data() + done), std::min<std::size_t>(out.size() - done, 100000)};
+    auto r = c.write_some(&v, 1);
+    ASSERT_FALSE(r.closed) << r.error;
+    done += r.bytes;
+    if (r.bytes == 0)
+      ASSERT_TRUE(wait_like_engine(c, 5000ms)) << "a writer waiting for room was never woken, at " << done;
+  }
+}
+
+std::vector<uint8_t> read_all(connection& c, std::size_t n) {
+  std::vector<uint8_t> in(n);
+  std::size_t done = 0;
+  while (done < n) {
+    auto r = c.read_some(in.data() + done, std::min<std::size_t>(n - done, 70001));
+    EXPECT_FALSE(r.closed) << r.error;
+    if (r.closed)
+      break;
+    done += r.bytes;
+    if (r.bytes == 0 && !wait_like_engine(c, 5000ms)) {
+      ADD_FAILURE() << "a reader waiting for bytes was never woken, at " << done;
+      break;
+    }
+  }
+  return in;
+}
+
+} // namespace
+
+TEST(ShmRing, GatheredWritesWrapAroundAndStopWhenFull) {
+  local_ring r(64);
+  auto first = pattern(40, 1);
+  iovec v{first.data(), first.size()};
+  ASSERT_EQ(r.writer.write(&v, 1), 40u);
+  std::vector<uint8_t> got(40);
+  ASSERT_EQ(r.reader.read(got.data(), 30), 30u);
+  // 10 bytes left at offset 30..39; 50 more wrap past the end of the data.
+  auto x = pattern(20, 2), y = pattern(40, 3);
+  iovec two[2] = {{x.data(), x.size()}, {y.data(), y.size()}};
+  EXPECT_EQ(r.writer.write(two, 2), 54u) << "only the room there is";
+  EXPECT_EQ(r.writer.writable(), 0u);
+  EXPECT_EQ(r.writer.write(two, 2), 0u);
+  std::vector<uint8_t> all(64);
+  ASSERT_EQ(r.reader.read(all.data(), all.size()), 64u);
+  std::vector<uint8_t> want(first.begin() + 30, first.end());
+  want.insert(want.end(), x.begin(), x.end());
+  want.insert(want.end(), y.begin(), y.begin() + 34);
+  EXPECT_EQ(all, want);
+  EXPECT_EQ(r.reader.read(all.data(), 1), 0u);
+}
+
+TEST(ShmRing, ArmingSeesBytesAndRoomThatCameMeanwhile) {
+  local_ring r(64);
+  EXPECT_FALSE(r.reader.arm_reader()) << "empty: the reader may sleep";
+  uint8_t byte = 7;
+  iovec v{&byte, 1};
+  r.writer.write(&v, 1);
+  EXPECT_TRUE(r.reader.arm_reader()) << "a byte came: the reader must not sleep";
+  EXPECT_FALSE(r.writer.take_reader_waiting()) << "the reader withdrew its flag";
+  uint8_t got;
+  r.reader.read(&got, 1);
+  EXPECT_FALSE(r.reader.arm_reader());
+  EXPECT_TRUE(r.writer.take_reader_waiting()) << "the writer sees the sleeper once";
+  EXPECT_FALSE(r.writer.take_reader_waiting());
+  auto fill = pattern(64);
+  iovec f{fill.data(), fill.size()};
+  ASSERT_EQ(r.writer.write(&f, 1), 64u);
+  EXPECT_FALSE(r.writer.arm_writer()) << "full: the writer may sleep";
+  r.reader.read(&got, 1);
+  EXPECT_TRUE(r.reader.take_writer_waiting());
+  EXPECT_TRUE(r.writer.arm_writer()) << "room came";
+}
+
+TEST(ShmRing, TwoThreadsStreamThroughASmallRing) {
+  local_ring r(4096);
+  auto out = pattern(16 << 20);
+  std::vector<uint8_t> in(out.size());
+  std::thread writer([&] {
+    std::size_t done = 0;
+    while (done < out.size()) {
+      iovec v{out.data() + done, std::min<std::size_t>(out.size() - done, 3000)};
+      done += r.writer.write(&v, 1);
+    }
+  });
+  std::size_t done = 0;
+  while (done < in.size())
+    done += r.reader.read(in.data() + done, std::min<std::size_t>(in.size() - done, 5000));
+  writer.join();
+  EXPECT_TRUE(in == out);
+}
+
+TEST(ShmSegment, OpensThroughProcAndRefusesAnotherNonce) {
+  auto seg = shm_segment::create(1 << 16);
+  shm_segment other;
+  auto err = shm_segment::open(::getpid(), seg.fd(), 1 << 16, seg.nonce() + 1, other);
+  EXPECT_NE(err.find("is not the peer's segment"), std::string::npos) << err;
+  err = shm_segment::open(::getpid(), seg.fd(), 1 << 17, seg.nonce(), other);
+  EXPECT_NE(err.find("size differs"), std::string::npos) << err;
+  err = shm_segment::open(::getpid(), seg.fd(), 1 << 16, seg.nonce(), other);
+  EXPECT_EQ(err, "");
+  int fd = seg.fd();
+  seg.drop_fd();
+  err = shm_segment::open(::getpid(), fd, 1 << 16, seg.nonce(), other);
+  EXPECT_NE(err.find("open /proc/"), std::string::npos) << "a dropped descriptor cannot be opened: " << err;
+}
+
+TEST(ShmConnection, StreamsBothWaysWakingSleepersThroughTheDoorbell) {
+  shm_pair p(1 << 16); // much smaller than the stream: writers fill the ring and sleep
+  auto ab = pattern(8 << 20, 1), ba = pattern(6 << 20, 2);
+  auto a_reads = std::async(std::launch::async, [&] { return read_all(*p.a, ba.size()); });
+  auto b_writes = std::async(std::launch::async, [&] { write_all(*p.b, ba); });
+  auto b_reads = std::async(std::launch::async, [&] { return read_all(*p.b, ab.size()); });
+  write_all(*p.a, ab);
+  b_writes.get();
+  EXPECT_TRUE(a_reads.get() == ba);
+  EXPECT_TRUE(b_reads.get() == ab);
+}
+
+TEST(ShmConnection, ACloseIsReadAfterTheLastBytes) {
+  shm_pair p(1 << 16);
+  auto out = pattern(1000);
+  iovec v{out.data(), out.size()};
+  ASSERT_EQ(p.a->write_some(&v, 1).bytes, out.size());
+  p.a->close();
+  std::vector<uint8_t> in(out.size());
+  std::size_t done = 0;
+  while (done < in.size()) {
+    auto r = p.b->read_some(in.data() + done, in.size() - done);
+    ASSERT_FALSE(r.closed) << "closed before the last bytes were read";
+    done += r.bytes;
+    if (r.bytes == 0)
+      ASSERT_TRUE(wait_like_engine(*p.b, 5000ms));
+  }
+  EXPECT_EQ(in, out);
+  ASSERT_TRUE(wait_like_engine(*p.b, 5000ms)) << "the close wakes a sleeping reader";
+  uint8_t byte;
+  EXPECT_TRUE(p.b->read_some(&byte, 1).closed);
+}
+
+TEST(ShmConnection, APeerThatVanishesIsSeenBySleepingAndSpinningReaders) {
+  shm_pair p(1 << 16);
+  // As a crash does: the peer's socket goes, its ring is never closed.
+  ::shutdown(p.b_socket, SHUT_RDWR);
+  ASSERT_TRUE(wait_like_engine(*p.a, 5000ms)) << "a sleeping reader is woken by the lost socket";
+  uint8_t byte;
+  EXPECT_TRUE(p.a->read_some(&byte, 1).closed);
+
+  shm_pair q(1 << 16);
+  ::shutdown(q.b_socket, SHUT_RDWR);
+  int polls = 0;
+  while (!q.a->read_some(&byte, 1).closed && polls < 100000)
+    ++polls;
+  EXPECT_LT(polls, 1000) << "a spinning reader looks at the socket every few hundred empty polls";
+}

@@ -1,0 +1,186 @@
+#include "transport/shm/shm_connection.hpp"
+
+#include <mccl/error.hpp>
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace mccl::transport {
+namespace {
+
+/// Empty polls between two looks at the doorbell socket while spinning:
+/// a few microseconds of polling, one system call.
+constexpr unsigned polls_per_peer_check = 256;
+
+} // namespace
+
+shm_connection::shm_connection(shm_segment segment, bool is_creator, connection_ptr doorbell,
+                               std::string description)
+  : segment_(std::move(segment)), tx_(segment_.ring(is_creator ? 0 : 1)),
+    rx_(segment_.ring(is_creator ? 1 : 0)), doorbell_(std::move(doorbell)),
+    description_(std::move(description)) {
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  self_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (epoll_fd_ < 0 || self_fd_ < 0)
+    throw error(errc::internal, "shared-memory link to " + description_ + ": " + std::strerror(errno));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = self_fd_;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, self_fd_, &ev);
+}
+
+shm_connection::~shm_connection() {
+  close();
+  ::close(epoll_fd_);
+  ::close(self_fd_);
+}
+
+io_result shm_connection::write_some(const iovec* iov, int count) {
+  if (closed_.load(std::memory_order_relaxed))
+    return {0, true, "closed"};
+  if (!peer_error_.empty() || peer_closed_)
+    return {0, true, peer_error_};
+  std::size_t want = 0;
+  for (int i = 0; i < count; ++i)
+    want += iov[i].iov_len;
+  auto n = tx_.write(iov, count);
+  write_blocked_ = n < want;
+  if (n > 0) {
+    if (tx_.take_reader_waiting())
+      ring_peer();
+    return {n, false, {}};
+  }
+  if (armed_ || ++idle_polls_ % polls_per_peer_check == 0)
+    check_peer();
+  if (!peer_error_.empty() || peer_closed_)
+    return {0, true, peer_error_};
+  return {};
+}
+
+io_result shm_connection::read_some(void* data, std::size_t len) {
+  if (closed_.load(std::memory_order_relaxed))
+    return {0, true, "closed"};
+  auto n = rx_.read(data, len);
+  if (n > 0) {
+    if (rx_.take_writer_waiting())
+      ring_peer();
+    return {n, false, {}};
+  }
+  if (armed_ || ++idle_polls_ % polls_per_peer_check == 0)
+    check_peer();
+  if (!peer_error_.empty() || peer_closed_) {
+    // The peer's last bytes may have come after our read and before its
+    // close: the stream ends only once the ring is empty.
+    n = rx_.read(data, len);
+    if (n > 0)
+      return {n, false, {}};
+    return {0, true, peer_error_};
+  }
+  return {};
+}
+
+void shm_connection::check_peer() {
+  armed_ = false;
+  if (self_signalled_) {
+    uint64_t drained;
+    [[maybe_unused]] auto r = ::read(self_fd_, &drained, sizeof drained);
+    self_signalled_ = false;
+  }
+  if (peer_closed_ || !peer_error_.empty())
+    return;
+  uint8_t bells[64];
+  for (;;) {
+    auto r = doorbell_->read_some(bells, sizeof bells);
+    if (r.closed) {
+      peer_closed_ = true;
+      peer_error_ = r.error;
+      return;
+    }
+    if (r.bytes < sizeof bells)
+      return;
+  }
+}
+
+void shm_connection::ring_peer() {
+  uint8_t bell = 1;
+  iovec v{&bell, 1};
+  auto r = doorbell_->write_some(&v, 1);
+  if (r.closed && peer_error_.empty()) {
+    peer_closed_ = true;
+    peer_error_ = r.error;
+  }
+  // bytes == 0 (socket buffer full) means the peer has unread bells: it is
+  // awake already.
+}
+
+void shm_connection::self_signal() const {
+  uint64_t one = 1;
+  [[maybe_unused]] auto r = ::write(self_fd_, &one, sizeof one);
+  const_cast<shm_connection*>(this)->self_signalled_ = true;
+}
+
+bool shm_connection::arm() const {
+  armed_ = true;
+  bool ready = rx_.arm_reader();
+  if (write_blocked_)
+    ready |= tx_.arm_writer();
+  return ready;
+}
+
+int shm_connection::poll_fd() const {
+  int fd = doorbell_->poll_fd();
+  if (fd != watched_fd_) {
+    if (watched_fd_ >= 0)
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, watched_fd_, nullptr);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = fd;
+    if (fd >= 0)
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    watched_fd_ = fd;
+  }
+  if (fd < 0)
+    return -1; // drivers wait through notify_when_ready
+  if (arm())
+    self_signal();
+  return epoll_fd_;
+}
+
+void shm_connection::notify_when_ready(bool want_write, std::function<void()> ready) {
+  {
+    std::lock_guard<std::mutex> guard{wake_->mutex};
+    (want_write ? wake_->on_writable : wake_->on_readable) = ready;
+  }
+  if (arm()) {
+    ready();
+    return;
+  }
+  // Both directions wake through the doorbell socket becoming readable (a
+  // bell, or the peer's close). The callback holds the shared state, not
+  // this object: it may run once after close().
+  doorbell_->notify_when_ready(false, [wake = wake_] {
+    std::function<void()> r, w;
+    {
+      std::lock_guard<std::mutex> guard{wake->mutex};
+      r = std::move(wake->on_readable);
+      w = std::move(wake->on_writable);
+    }
+    if (r)
+      r();
+    if (w)
+      w();
+  });
+}
+
+void shm_connection::close() {
+  if (closed_.exchange(true))
+    return;
+  doorbell_->close();
+}
+
+} // namespace mccl::transport

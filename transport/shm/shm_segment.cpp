@@ -1,0 +1,125 @@
+#include "transport/shm/shm_segment.hpp"
+
+#include <mccl/error.hpp>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <random>
+#include <utility>
+
+namespace mccl::transport {
+namespace {
+
+constexpr uint64_t segment_magic = 0x314d48534c43434dull; // "MCCLSHM1"
+constexpr std::size_t page = 4096;
+
+struct segment_header {
+  uint64_t magic;
+  uint64_t nonce;
+  uint64_t ring_bytes;
+};
+
+std::string os_error(const char* what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
+
+} // namespace
+
+std::string boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+std::size_t shm_segment::total_bytes(std::size_t ring_bytes) noexcept {
+  return page + 2 * (page + ring_bytes);
+}
+
+shm_segment shm_segment::create(std::size_t ring_bytes) {
+  shm_segment s;
+  s.ring_bytes_ = ring_bytes;
+  s.bytes_ = total_bytes(ring_bytes);
+  s.fd_ = ::memfd_create("mccl-shm", MFD_CLOEXEC);
+  if (s.fd_ < 0)
+    throw error(errc::unsupported, os_error("memfd_create"));
+  if (::ftruncate(s.fd_, static_cast<off_t>(s.bytes_)) != 0)
+    throw error(errc::unsupported, os_error("ftruncate of the shared segment"));
+  void* p = ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.fd_, 0);
+  if (p == MAP_FAILED)
+    throw error(errc::unsupported, os_error("mmap of the shared segment"));
+  s.base_ = static_cast<uint8_t*>(p);
+  std::random_device rd;
+  uint64_t nonce = (uint64_t{rd()} << 32) ^ rd();
+  new (s.base_) segment_header{segment_magic, nonce, ring_bytes};
+  for (int d = 0; d < 2; ++d)
+    new (s.base_ + page + static_cast<std::size_t>(d) * (page + ring_bytes)) shm_ring_control{};
+  return s;
+}
+
+std::string shm_segment::open(pid_t pid, int fd, std::size_t ring_bytes, uint64_t nonce, shm_segment& out) {
+  auto path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  int mine = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (mine < 0)
+    return os_error(("open " + path).c_str());
+  shm_segment s;
+  s.ring_bytes_ = ring_bytes;
+  s.bytes_ = total_bytes(ring_bytes);
+  struct stat st {};
+  if (::fstat(mine, &st) != 0 || static_cast<std::size_t>(st.st_size) != s.bytes_) {
+    ::close(mine);
+    return path + " is not the peer's segment (size differs)";
+  }
+  void* p = ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, mine, 0);
+  ::close(mine);
+  if (p == MAP_FAILED)
+    return os_error(("mmap " + path).c_str());
+  s.base_ = static_cast<uint8_t*>(p);
+  const auto* h = reinterpret_cast<const segment_header*>(s.base_);
+  if (h->magic != segment_magic || h->nonce != nonce || h->ring_bytes != ring_bytes)
+    return path + " is not the peer's segment (its header differs: another process, or another "
+                  "PID namespace)";
+  out = std::move(s);
+  return {};
+}
+
+shm_segment::shm_segment(shm_segment&& other) noexcept
+  : fd_(std::exchange(other.fd_, -1)), base_(std::exchange(other.base_, nullptr)),
+    bytes_(std::exchange(other.bytes_, 0)), ring_bytes_(std::exchange(other.ring_bytes_, 0)) {}
+
+shm_segment& shm_segment::operator=(shm_segment&& other) noexcept {
+  if (this != &other) {
+    this->~shm_segment();
+    new (this) shm_segment(std::move(other));
+  }
+  return *this;
+}
+
+shm_segment::~shm_segment() {
+  drop_fd();
+  if (base_)
+    ::munmap(base_, bytes_);
+}
+
+uint64_t shm_segment::nonce() const noexcept {
+  return base_ ? reinterpret_cast<const segment_header*>(base_)->nonce : 0;
+}
+
+void shm_segment::drop_fd() noexcept {
+  if (fd_ >= 0)
+    ::close(std::exchange(fd_, -1));
+}
+
+shm_ring shm_segment::ring(int direction) const noexcept {
+  auto* at = base_ + page + static_cast<std::size_t>(direction) * (page + ring_bytes_);
+  return shm_ring(reinterpret_cast<shm_ring_control*>(at), at + page, ring_bytes_);
+}
+
+} // namespace mccl::transport

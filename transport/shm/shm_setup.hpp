@@ -1,0 +1,58 @@
+#pragma once
+/// Moves the links between ranks of one host onto shared memory, after the
+/// TCP mesh is built (tcp/tcp_mesh.hpp) and before anything else uses it.
+///
+/// 1. Every rank publishes its host identity and its MCCL_TRANSPORT in the
+///    rendezvous store; a rank whose setting differs fails every rank,
+///    naming both values.
+/// 2. Peers with the same host identity (the kernel's boot id and the
+///    network namespace, host_identity()) are candidates. Between two
+///    candidates the lower rank creates a segment (shm_segment.hpp) and
+///    offers it over their TCP connection, which the job token already
+///    guards; the higher rank opens and verifies it and answers. Both then
+///    know the same outcome.
+/// 3. Accepted pairs get an shm_connection over the TCP one; the others keep
+///    TCP (auto) or fail naming the peer and why (shm).
+///
+/// Blocking: runs in the caller's thread while the communicator is
+/// created, bounded by `deadline`.
+
+#include "transport/connection.hpp"
+#include <mccl/store.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace mccl::transport {
+
+/// The host as shared memory sees it: "<boot id>/<network namespace>".
+/// Ranks in separate network namespaces count as separate hosts (emulated
+/// hosts, containers), so they talk over the network between them.
+std::string host_identity();
+
+struct shm_setup_options {
+  int rank = 0;
+  int world = 1;
+  /// MCCL_TRANSPORT as written in the config ("auto", "tcp", "shm").
+  std::string mode = "auto";
+  /// Each ring's size (MCCL_SHM_RING_BYTES), a power of two.
+  std::size_t ring_bytes = std::size_t{1} << 21;
+  std::chrono::steady_clock::time_point deadline;
+  store* rendezvous = nullptr;
+  std::string key_prefix; ///< keys are <prefix>host/<rank>
+};
+
+/// What the setup did, for the communicator's log and host count.
+struct shm_setup_result {
+  int shm_peers = 0;
+  /// Host identity of every rank, by rank.
+  std::vector<std::string> hosts;
+};
+
+/// Replaces conns[peer] by a shared-memory connection for every same-host
+/// peer that accepts it. Throws mccl::error naming the setting, the rank
+/// and the reason where the mode cannot be honoured.
+shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_setup_options& o);
+
+} // namespace mccl::transport
