@@ -259,9 +259,10 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     so.key_prefix = prefix;
     auto shm = transport::setup_shm_links(conns, so);
     cfg.hosts = count_hosts(shm.hosts, mo);
-    MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s), "
-                           << shm.shm_peers << " over shared memory, the others over " << sockets
-                           << " socket(s); " << cfg.hosts << " host(s)");
+    MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s) over "
+                           << sockets << " socket(s), " << cfg.hosts << " host(s); "
+                           << shm.shm_peers << " of the peers over shared memory"
+                           << (shm.shm_peers > 0 ? " (their sockets carry only wake-ups)" : ""));
     if (injector) {
       for (int peer = 0; peer < o.world_size; ++peer)
         if (conns[peer])

@@ -4,23 +4,29 @@
     python3 bench/compare.py                      # 2 ranks, allreduce, 4 B .. 64 MiB, 3 rounds
     python3 bench/compare.py -n 4 --ops allreduce,broadcast,allgather -e 256M
 
-Each round runs every library once per op, in an order that rotates between
-rounds, so drift on a noisy machine hits all of them alike:
+Each round runs every library variant once per op, in an order that rotates
+between rounds, so drift on a noisy machine hits all of them alike:
 
-  mccl   mcclrun -n N -- mccl-bench (built-in algorithm table)
-  gloo   mcclrun -n N -- gloo-bench -a ALGO, for each Gloo algorithm
-  mpi    bench/run_mpi_bench.sh N tcp (TCP over loopback) and N sm (shared memory)
+  mccl      mcclrun -n N -- mccl-bench (built-in algorithm table) with
+            MCCL_TRANSPORT=auto: shared memory between the ranks of one host
+  mccl-tcp  the same with MCCL_TRANSPORT=tcp: loopback TCP (--no-mccl-tcp skips it)
+  gloo      mcclrun -n N -- gloo-bench -a ALGO, for each Gloo algorithm (TCP)
+  mpi       bench/run_mpi_bench.sh N tcp (TCP over loopback) and N sm (shared memory)
 
-The machine's limits are measured in the same run: loopback TCP throughput
-(iperf3, one stream) and single-thread memcpy (mccl-reduce-bench). Per
-(op, size) the table shows the median p50 over the rounds for each library,
-the best TCP peer (Gloo's best algorithm or Open MPI over TCP), and the
-ratios mccl busbw / best peer busbw and mccl p50 / peer p50. Open MPI over
-shared memory is shown for reference; it is not a TCP peer.
+Each mccl variant is compared with the peer on the same medium. mccl (shared
+memory) against Open MPI over shared memory: ratios mccl busbw / MPI sm busbw
+and mccl p50 / MPI sm p50. mccl-tcp against the best TCP peer (Gloo's best
+algorithm or Open MPI over TCP): ratios mccl-tcp busbw / best peer busbw and
+mccl-tcp p50 / peer p50. The machine's limits are measured in the same run:
+loopback TCP throughput (iperf3, one stream) and single-thread memcpy
+(mccl-reduce-bench). The table shows, per (op, size), the median over the
+rounds of each variant's p50 and busbw, and those ratios.
 
 Outputs go to --out (default bench/compare/): rows.jsonl (every row of every
-run), table.md (the side-by-side table), limits.json, and plot.png when
-matplotlib is installed (Debian python3-matplotlib).
+run; "label" names the variant, e.g. mccl, mccl-tcp, gloo:ring, mpi:sm, and
+"env" the variables compare.py set for it), table.md (the side-by-side
+table), limits.json, and plot.png when matplotlib is installed (Debian
+python3-matplotlib).
 """
 
 import argparse
@@ -45,11 +51,12 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def run(cmd, timeout):
-    """Runs cmd; returns (rc, output). Never raises on failure or timeout."""
+def run(cmd, timeout, env=None):
+    """Runs cmd, with env added to this process's environment; returns (rc, output).
+    Never raises on failure or timeout."""
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=timeout, cwd=REPO)
+                           timeout=timeout, cwd=REPO, env={**os.environ, **env} if env else None)
         return p.returncode, p.stdout
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -67,29 +74,51 @@ def read_rows(path):
     return rows
 
 
+def mccl_variants(args):
+    """(label, environment) of each mccl run. MCCL_TRANSPORT is set even for the
+    default variant: one inherited from the caller's shell would otherwise make
+    "mccl" measure something other than its label says."""
+    variants = [("mccl", {"MCCL_TRANSPORT": "auto"})]
+    if not args.no_mccl_tcp:
+        variants.append(("mccl-tcp", {"MCCL_TRANSPORT": "tcp"}))
+    return variants
+
+
 def bench_runs(args, build, op):
-    """(label, command builder) for every library variant of one op."""
+    """(label, command builder, environment) for every library variant of one op."""
     mcclrun = [sys.executable, os.path.join(REPO, "tools", "mcclrun"), "-n", str(args.ranks),
                "--timeout", str(args.timeout), "--"]
     sizes = ["-b", args.min, "-e", args.max, "-f", str(args.factor)]
     iters = ["-n", str(args.iters)] if args.iters else []
-    runs = [("mccl", lambda out: mcclrun + [os.path.join(build, "bench", "mccl-bench"), "-o", op]
-             + sizes + iters + ["--json", out])]
+    # mcclrun hands its environment to the ranks, so MCCL_TRANSPORT reaches them.
+    runs = [(label, lambda out: mcclrun + [os.path.join(build, "bench", "mccl-bench"), "-o", op]
+             + sizes + iters + ["--json", out], env) for label, env in mccl_variants(args)]
     gloo = os.path.join(build, "bench", "gloo-bench")
     if os.path.exists(gloo) and op in GLOO_ALGOS:
         for algo in GLOO_ALGOS[op]:
             extra = ["-a", algo] if algo else []
             runs.append((f"gloo:{algo or 'default'}",
                          lambda out, extra=extra: mcclrun + [gloo, "-o", op] + extra + sizes + iters
-                         + ["--json", out]))
+                         + ["--json", out], None))
     mpi = os.path.join(build, "bench", "mpi-bench")
     if os.path.exists(mpi):
         for variant in ("tcp", "sm"):
             runs.append((f"mpi:{variant}",
                          lambda out, variant=variant: ["bash", os.path.join(REPO, "bench", "run_mpi_bench.sh"),
                                                        str(args.ranks), variant, "-o", op] + sizes + iters
-                         + ["--json", out]))
+                         + ["--json", out], None))
     return runs
+
+
+def missing_peers(build):
+    """One line per peer benchmark that is not built: bench_runs leaves it out,
+    and the table would otherwise show its columns empty without saying why."""
+    why = []
+    if not os.path.exists(os.path.join(build, "bench", "gloo-bench")):
+        why.append("gloo-bench is not built (Debian libgloo-dev): no Gloo columns")
+    if not os.path.exists(os.path.join(build, "bench", "mpi-bench")):
+        why.append("mpi-bench is not built (Debian libopenmpi-dev openmpi-bin): no Open MPI columns")
+    return why
 
 
 def free_port():
@@ -148,8 +177,14 @@ def size_label(b):
     return str(b)
 
 
+def ratio(a, b):
+    return a / b if a and b else None
+
+
 def build_table(rows, ranks, limits):
-    """Side-by-side markdown table: medians over rounds."""
+    """Side-by-side markdown table: medians over rounds. Each mccl variant is set
+    against the peer on the same medium, so neither comparison mixes shared
+    memory with TCP."""
     by = {}
     for r in rows:
         if r.get("check") == "WRONG":
@@ -157,8 +192,14 @@ def build_table(rows, ranks, limits):
         key = (r["op"], r["bytes"], r["label"])
         by.setdefault(key, []).append(r)
     ops = sorted({r["op"] for r in rows})
-    lines = [f"{ranks} ranks over loopback. Medians over rounds of each library's p50; "
-             "busbw in GB/s. Best TCP peer = the faster of Gloo's best algorithm and Open MPI over TCP.",
+    lines = [f"{ranks} ranks on one host. Medians over rounds of each variant's p50; busbw in GB/s. "
+             "busbw ratios above 1 and p50 ratios below 1 favour mccl.",
+             "",
+             "- Shared memory: mccl (MCCL_TRANSPORT=auto, shared memory between the ranks of one host) "
+             "against Open MPI sm (vader BTL): busbw mccl ÷ MPI sm, p50 mccl ÷ MPI sm.",
+             "- TCP over loopback: mccl-tcp (MCCL_TRANSPORT=tcp) against the best TCP peer = the faster "
+             "of Gloo's best algorithm and Open MPI over TCP: busbw mccl-tcp ÷ best TCP peer, "
+             "p50 mccl-tcp ÷ MPI TCP, p50 mccl-tcp ÷ Gloo.",
              ""]
     if limits.get("iperf3_gbs"):
         lines.append(f"Limits measured in this run: loopback TCP (iperf3, one stream) "
@@ -168,24 +209,24 @@ def build_table(rows, ranks, limits):
     for op in ops:
         lines.append(f"### {op}")
         lines.append("")
-        lines.append("| size | mccl p50 (busbw) | best Gloo p50 (busbw) | Open MPI TCP p50 (busbw) | "
-                     "busbw mccl ÷ best peer | p50 mccl ÷ MPI TCP | p50 mccl ÷ Gloo | Open MPI sm p50 |")
-        lines.append("|---|---|---|---|---|---|---|---|")
+        lines.append("| size | mccl p50 (busbw) | Open MPI sm p50 (busbw) | busbw mccl ÷ MPI sm | "
+                     "p50 mccl ÷ MPI sm | mccl-tcp p50 (busbw) | best Gloo p50 (busbw) | "
+                     "Open MPI TCP p50 (busbw) | busbw mccl-tcp ÷ best TCP peer | p50 mccl-tcp ÷ MPI TCP | "
+                     "p50 mccl-tcp ÷ Gloo |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
         sizes = sorted({b for (o, b, _) in by if o == op})
         for b in sizes:
             def stat(label):
                 rs = by.get((op, b, label), [])
                 return median([r["p50_us"] for r in rs]), median([r["busbw_gbs"] for r in rs])
             mccl = stat("mccl")
+            mpi_sm = stat("mpi:sm")
+            mccl_tcp = stat("mccl-tcp")
             gloos = [(lbl, stat(lbl)) for (o, bb, lbl) in by if o == op and bb == b and lbl.startswith("gloo")]
             gloo_best = min(gloos, key=lambda g: g[1][0]) if gloos else (None, (None, None))
             mpi_tcp = stat("mpi:tcp")
-            mpi_sm = stat("mpi:sm")
             peers = [p for p in (gloo_best[1], mpi_tcp) if p[0] is not None]
             best_bw = max((p[1] for p in peers), default=None)
-            ratio_bw = mccl[1] / best_bw if mccl[1] and best_bw else None
-            ratio_mpi = mccl[0] / mpi_tcp[0] if mccl[0] and mpi_tcp[0] else None
-            ratio_gloo = mccl[0] / gloo_best[1][0] if mccl[0] and gloo_best[1][0] else None
 
             def cell(s, name=""):
                 if s[0] is None:
@@ -193,9 +234,12 @@ def build_table(rows, ranks, limits):
                 bw = f" ({s[1]:.2f})" if s[1] else ""
                 return f"{fmt_us(s[0])}{bw}{name}"
             gname = f" [{gloo_best[0].split(':')[1]}]" if gloo_best[0] else ""
-            lines.append(f"| {size_label(b)} | {cell(mccl)} | {cell(gloo_best[1], gname)} | {cell(mpi_tcp)} | "
-                         f"{fmt_ratio(ratio_bw)} | {fmt_ratio(ratio_mpi)} | {fmt_ratio(ratio_gloo)} | "
-                         f"{fmt_us(mpi_sm[0])} |")
+            lines.append(f"| {size_label(b)} | {cell(mccl)} | {cell(mpi_sm)} | "
+                         f"{fmt_ratio(ratio(mccl[1], mpi_sm[1]))} | {fmt_ratio(ratio(mccl[0], mpi_sm[0]))} | "
+                         f"{cell(mccl_tcp)} | {cell(gloo_best[1], gname)} | {cell(mpi_tcp)} | "
+                         f"{fmt_ratio(ratio(mccl_tcp[1], best_bw))} | "
+                         f"{fmt_ratio(ratio(mccl_tcp[0], mpi_tcp[0]))} | "
+                         f"{fmt_ratio(ratio(mccl_tcp[0], gloo_best[1][0]))} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -243,6 +287,8 @@ def main():
     ap.add_argument("-f", "--factor", type=int, default=4)
     ap.add_argument("--iters", type=int, default=0, help="timed iterations per size (0: each bench's default)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-mccl-tcp", action="store_true",
+                    help="skip mccl-tcp (MCCL_TRANSPORT=tcp); the TCP comparison columns stay empty")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per benchmark run")
     ap.add_argument("--build", default=os.environ.get("MCCL_BUILD_DIR", os.path.join(REPO, "build")))
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "compare"))
@@ -257,6 +303,8 @@ def main():
         log(f"# iperf3: {why}")
     limits["memcpy_gbs"] = measure_memcpy(args.build)
     log(f"# limits: {limits}")
+    for why in missing_peers(args.build):
+        log(f"# {why}")
 
     rows = []
     failures = []
@@ -267,10 +315,10 @@ def main():
                 runs = bench_runs(args, args.build, op)
                 # Rotate the order every round: nobody always goes first.
                 k = rnd % len(runs)
-                for label, make in runs[k:] + runs[:k]:
+                for label, make, env in runs[k:] + runs[:k]:
                     out = os.path.join(tmp, f"{rnd}-{op}-{label.replace(':', '_')}.jsonl")
                     log(f"# round {rnd + 1}/{args.rounds}: {op} {label}")
-                    rc, text = run(make(out), args.timeout + 30)
+                    rc, text = run(make(out), args.timeout + 30, env)
                     got = read_rows(out)
                     if rc != 0:
                         failures.append(f"{op} {label} round {rnd + 1}: exit {rc}: {text[-400:]}")
@@ -278,6 +326,8 @@ def main():
                     for r in got:
                         r["label"] = label
                         r["round"] = rnd
+                        if env:
+                            r["env"] = env
                         rows.append(r)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -289,8 +289,7 @@ const setting_def setting_table[] = {
    [](config& cfg, const std::string& text) {
      auto bytes = parse_bytes(text, 64 * kib, gib);
      if ((bytes & (bytes - 1)) != 0)
-       throw error(errc::invalid_config, "MCCL_SHM_RING_BYTES=" + quoted(text) + ": expected a power of two "
-                                           "between 64K and 1G (e.g. 1M, 2M, 4M)");
+       throw bad_value{};
      cfg.shm_ring_bytes = bytes;
    }},
   {"MCCL_CHUNK_BYTES", "1M", "a byte size between 4K and 1G (suffixes K, M, G; e.g. 1M)",

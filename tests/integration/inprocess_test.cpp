@@ -245,13 +245,13 @@ TEST(InProcess, ArgumentAndSettingErrorsNameTheCulprit) {
     EXPECT_THROW(comm.barrier(), mccl::error);
   });
   mccl::comm_options o;
-  o.overrides.set("MCCL_TRANSPORT", "shm");
+  o.overrides.set("MCCL_TRANSPORT", "rdma");
   try {
     rt.create_communicator(o);
-    ADD_FAILURE() << "MCCL_TRANSPORT=shm accepted";
+    ADD_FAILURE() << "MCCL_TRANSPORT=rdma accepted";
   } catch (const mccl::error& e) {
     EXPECT_EQ(e.code(), mccl::errc::unsupported);
-    EXPECT_NE(std::string(e.what()).find("MCCL_TRANSPORT=shm"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("MCCL_TRANSPORT=rdma"), std::string::npos) << e.what();
   }
 }
 

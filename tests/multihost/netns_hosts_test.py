@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """3 emulated hosts x 2 ranks over real ssh: mcclrun --hostfile starts
 mccl_check on every host; allreduce, broadcast and the other collectives
-(allgather among them) must be exact.  Also the route-to-MASTER_ADDR choice
+(allgather among them) must be exact over a mix of links: shared memory
+between the two ranks of a host, TCP between hosts.  Also the route-to-MASTER_ADDR choice
 (no ips in the hosts list) and the error for an MCCL_IFNAME that matches
 nothing.
 
@@ -60,10 +61,18 @@ class ThreeHostsTest(unittest.TestCase):
             with self.subTest(mode=mode):
                 done = self.mcclrun("--hostfile", hostfile, "--env", "MCCL_LOG_LEVEL=INFO",
                                     "--", MCCL_CHECK, mode, *counts)
-                # Every rank listened on its own host's address.
+                # Every rank listened on its own host's address; the two
+                # ranks of a host share memory, other hosts are over TCP.
                 for rank in range(6):
                     address = self.hosts.address(rank // 2)
                     self.assertIn(f"rank {rank} listens on {address}", done.stderr)
+                    buddy = rank ^ 1
+                    self.assertIn(f"rank {rank}: rank {buddy} over shared memory (", done.stderr)
+                    for other in range(6):
+                        if other // 2 != rank // 2:
+                            self.assertIn(f"rank {rank}: rank {other} over TCP (another host)", done.stderr)
+                    self.assertIn(f"rank {rank}: connected to 5 peer(s) over 5 socket(s), 3 host(s); "
+                                  "1 of the peers over shared memory", done.stderr)
 
     def test_route_to_master_picks_the_interface(self):
         done = self.mcclrun("--hosts", "h0:2,h1:2,h2:2", "--master-addr", self.hosts.address(0),

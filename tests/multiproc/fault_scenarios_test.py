@@ -188,7 +188,7 @@ class ScenarioTest(unittest.TestCase):
                                  + r.describe())
             self.assertNotEqual(r.returncode, 0, r.describe())
             err = r.output("stdout") + r.output("stderr")
-            self.assertRegex(err, rf"rank {victim} at \S+ sent nothing for \d+ ms "
+            self.assertRegex(err, rf"rank {victim} (at \S+|over shared memory) sent nothing for \d+ ms "
                                   r"\(MCCL_HEARTBEAT_MS=200 x MCCL_HEARTBEAT_MISSES=5\): declared dead",
                              r.describe())
             self.assertRegex(err, r"(allreduce|op) .*seq \d+", r.describe())

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Several sockets per peer (MCCL_SOCKETS_PER_PEER) across real processes.
+"""Several sockets per peer (MCCL_SOCKETS_PER_PEER) across real processes,
+over TCP (MCCL_TRANSPORT=tcp: on one host auto would take shared memory).
 
 * With 2 and 3 sockets per peer on 2-4 ranks, every collective is exact
   (mccl_check striped: allreduce, broadcast, the other ops, split), each
@@ -47,7 +48,7 @@ class StripingTest(unittest.TestCase):
                 try:
                     ranks = self.start(world, ["striped", "0", "1", "7", "262147", "4194304"],
                                        extra_env={"MCCL_SOCKETS_PER_PEER": str(sockets),
-                                                  "MCCL_LOG_LEVEL": "INFO"})
+                                                  "MCCL_TRANSPORT": "tcp", "MCCL_LOG_LEVEL": "INFO"})
                     report = self.wait_all(ranks, RUN_TIMEOUT)
                     for r in ranks:
                         self.assertEqual(r.returncode, 0, report)

@@ -366,6 +366,7 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_RECONNECT_MS", "2000"},
     {"MCCL_FAULTS", "/tmp/f.json"},     {"MCCL_FAULTS_REPORT", "/tmp/r"},
     {"MCCL_SOCKETS_PER_PEER", "3"},     {"MCCL_OP_THREAD_BYTES", "32M"},
+    {"MCCL_SHM_RING_BYTES", "4M"},
   };
   auto cfg = resolve_env(env);
   EXPECT_EQ(cfg.heartbeat_misses, 4);
@@ -380,6 +381,7 @@ TEST(ConfigEnv, AllAtOnce) {
   EXPECT_EQ(cfg.port_base, 40000);
   EXPECT_EQ(cfg.sockets_per_peer, 3);
   EXPECT_EQ(cfg.chunk_bytes, 256u << 10);
+  EXPECT_EQ(cfg.shm_ring_bytes, 4u << 20);
   EXPECT_EQ(cfg.small_msg_threshold, 8u << 10);
   EXPECT_EQ(cfg.inline_bytes, 4u << 10);
   EXPECT_EQ(cfg.op_thread_bytes, 32u << 20);

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""The shared-memory transport across real processes of this host, with the
+mccl_check rank program:
+
+* MCCL_TRANSPORT=shm: every pair of 3 ranks is linked over shared memory
+  (logged at INFO per peer), the collectives are exact, and no file is
+  left in /dev/shm;
+* a rank SIGKILLed mid-allreduce is named by every survivor within a
+  second, and still nothing is left in /dev/shm;
+* ranks that disagree on MCCL_TRANSPORT all fail, naming both values.
+
+Ranks are started by the harness of faults_test.py (each in its own session,
+killed and reaped on every exit path); every wait is bounded.
+"""
+
+import os
+import re
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from faults_test import MCCL_CHECK, STARTUP_TIMEOUT, Rank, free_port, stop_ranks  # noqa: E402
+
+RUN_BOUND = 120.0
+# The issue's promise: a crashed peer is detected and named within 1 s.
+CRASH_NAMED_WITHIN = 1.0
+
+
+def dev_shm():
+    try:
+        return set(os.listdir("/dev/shm"))
+    except FileNotFoundError:
+        return set()
+
+
+class ShmTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.access(MCCL_CHECK, os.X_OK):
+            raise AssertionError(f"mccl_check not found at {MCCL_CHECK}; build it or set MCCL_CHECK")
+
+    def setUp(self):
+        self.ranks = []
+        self.addCleanup(self.close_all)
+        self.shm_before = dev_shm()
+
+    def close_all(self):
+        stop_ranks(self.ranks)
+        self.ranks = []
+
+    def start(self, world, args, env=None, per_rank_env=None):
+        port = free_port()
+        started = []
+        for r in range(world):
+            extra = {"MCCL_TIMEOUT_MS": "20000", "MCCL_LOG_LEVEL": "INFO"}
+            extra.update(env or {})
+            extra.update((per_rank_env or {}).get(r, {}))
+            started.append(Rank(r, world, port, args, extra))
+        self.ranks.extend(started)
+        return started
+
+    def finish(self, ranks, bound=RUN_BOUND):
+        deadline = time.monotonic() + bound
+        for r in ranks:
+            r.wait_exit(max(0.0, deadline - time.monotonic()))
+        for r in ranks:
+            self.assertIsNotNone(r.exit_time, f"rank {r.rank} still running after {bound:.0f} s:\n"
+                                 + "\n".join(x.describe() for x in ranks))
+
+    def assert_nothing_left_in_dev_shm(self):
+        left = dev_shm() - self.shm_before
+        self.assertEqual(left, set(), f"files left in /dev/shm: {sorted(left)}")
+
+    def test_every_pair_over_shared_memory_exact_and_nothing_left(self):
+        ranks = self.start(3, ["allreduce", "0", "1", "7", "262147", "4194304"], {"MCCL_TRANSPORT": "shm"})
+        self.finish(ranks)
+        for r in ranks:
+            self.assertEqual(r.returncode, 0, r.describe())
+            err = r.output("stderr")
+            for peer in range(3):
+                if peer != r.rank:
+                    self.assertRegex(err, rf"rank {r.rank}: rank {peer} over shared memory \(",
+                                     r.describe())
+            self.assertIn("2 of the peers over shared memory", err, r.describe())
+        self.assert_nothing_left_in_dev_shm()
+
+    def test_crashed_rank_is_named_within_a_second(self):
+        for world, victim in [(2, 1), (4, 2)]:
+            with self.subTest(world=world, victim=victim):
+                try:
+                    self.check_crash(world, victim)
+                finally:
+                    self.close_all()
+                self.assert_nothing_left_in_dev_shm()
+
+    def check_crash(self, world, victim):
+        ranks = self.start(world, ["stress", "1048576"])
+        for r in ranks:
+            self.assertIsNotNone(r.wait_for_line(r"stress started", STARTUP_TIMEOUT),
+                                 "a rank did not start:\n" + "\n".join(x.describe() for x in ranks))
+        time.sleep(0.3)
+        killed_at = time.monotonic()
+        ranks[victim].kill()
+        survivors = [r for r in ranks if r.rank != victim]
+        for r in survivors:
+            r.wait_exit(30.0)
+        for r in survivors:
+            failure = r.find_line(r"op failed after")
+            self.assertIsNotNone(failure, r.describe())
+            took = failure[0] - killed_at
+            print(f"  world {world}: rank {r.rank} named the crash of rank {victim} after {took * 1000:.0f} ms",
+                  file=sys.stderr)
+            cause = re.split(r"op failed after \d+ ms:", failure[1], maxsplit=1)[-1]
+            self.assertRegex(cause, rf"\blost rank {victim}\b", r.describe())
+            self.assertLessEqual(took, CRASH_NAMED_WITHIN, r.describe())
+
+    def test_ranks_disagreeing_on_the_transport_all_fail_naming_both(self):
+        ranks = self.start(2, ["allreduce", "1"], per_rank_env={0: {"MCCL_TRANSPORT": "auto"},
+                                                                1: {"MCCL_TRANSPORT": "tcp"}})
+        self.finish(ranks, bound=60.0)
+        for r in ranks:
+            self.assertNotEqual(r.returncode, 0, r.describe())
+            self.assertRegex(r.output("stderr"), r"MCCL_TRANSPORT differs between ranks: rank \d has "
+                                                 r"(auto|tcp), rank \d has (auto|tcp)", r.describe())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
