@@ -2,6 +2,7 @@
 
 #include "actors/link_actor.hpp"
 #include "actors/progress_actor.hpp"
+#include "collectives/board_collectives.hpp"
 #include "config/log.hpp"
 
 #include <caf/all.hpp>
@@ -99,6 +100,8 @@ comm_core::clock::time_point comm_core::now() const {
 void comm_core::submit(op_ptr op, const std::shared_ptr<work_state>& work) {
   auto bytes = op->selection_bytes(init_.world);
   op->done = work;
+  if (takes_board(*op))
+    return run_on_board(op, work);
   op->background = op_thread_ && bytes <= init_.cfg.op_thread_bytes ? driver_kind::op_thread
                                                                       : driver_kind::actor;
   // A small collective runs to its end here: no thread hand-off at all.
@@ -112,8 +115,11 @@ void comm_core::submit(op_ptr op, const std::shared_ptr<work_state>& work) {
     op->id = next_id_++;
     if (op->kind == op_kind::send)
       op->seq = next_message_[static_cast<std::size_t>(op->root)]++;
-    else if (op->kind != op_kind::recv)
+    else if (op->kind != op_kind::recv) {
       op->seq = next_seq_++;
+      if (init_.board) // a peer waiting on the board at this seq learns what we issued
+        init_.board->note(op->seq, board_tag_of(*op, init_.world));
+    }
     engine_->post(op);
   }
   // Captures no more than fits in std::function's own storage: no
@@ -293,6 +299,8 @@ void comm_core::finalize(std::chrono::milliseconds flush, bool await_actors) {
       std::lock_guard<std::mutex> no_submissions{submit_mutex_};
       issued = next_seq_;
     }
+    if (init_.board) // peers waiting on the board for an op we never issue fail now
+      init_.board->depart(issued);
     engine_->shutdown(lead, issued, now() + flush);
     lead.release(false);
   } else {

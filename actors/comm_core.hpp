@@ -24,6 +24,7 @@
 #include "transport/buffer_pool.hpp"
 #include "transport/connection.hpp"
 #include "transport/fault/fault_report.hpp"
+#include "transport/shm/shm_board.hpp"
 
 #include <caf/actor_system.hpp>
 
@@ -55,6 +56,9 @@ struct comm_core_init {
   std::shared_ptr<transport::resumer> resumer;
   /// The fault report (MCCL_FAULTS); null: no scenario.
   std::shared_ptr<transport::fault_recorder> faults;
+  /// Every rank on this host: small collectives go over this board
+  /// (collectives/board_collectives.hpp); null: all over the engine.
+  std::shared_ptr<transport::shm_board> board;
 };
 
 class comm_core : public std::enable_shared_from_this<comm_core>, private engine_listener {
@@ -117,6 +121,10 @@ public:
 
 private:
   explicit comm_core(comm_core_init init);
+  /// True when `op` runs on the host board (and not in the engine).
+  bool takes_board(const op_request& op) const;
+  /// Runs a board op on this thread to its end (comm_core_board.cpp).
+  void run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work);
   /// drive() without announcing a caller: leads while it can.
   bool lead_until(driver_kind who, const std::function<bool()>& done, clock::time_point deadline);
   void start_actors();
@@ -135,7 +143,10 @@ private:
   uint64_t watch_key_ = 0;
 
   std::mutex submit_mutex_; ///< numbers ops in call order
-  uint64_t next_seq_ = 0;   ///< collectives issued
+  uint64_t next_seq_ = 0;   ///< collectives issued (engine and board)
+  uint64_t next_board_op_ = 0; ///< collectives issued to the board
+  /// Board ops run one at a time, in the order they were numbered.
+  std::mutex board_mutex_;
   std::vector<uint64_t> next_message_; ///< sends issued, by peer
   uint64_t next_id_ = 1;    ///< 0 means "no op" to the engine
   std::mutex finalize_mutex_;

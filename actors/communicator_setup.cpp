@@ -178,6 +178,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
 
   std::vector<transport::connection_ptr> conns;
   std::shared_ptr<transport::tcp_link_resumer> resumer; // MCCL_RECONNECT_MS
+  std::shared_ptr<transport::shm_board> board;          // every rank on this host
   // Before connecting: a bad scenario file fails fast, on every rank.
   auto injector = o.world_size > 1 ? make_fault_injector(*p, o) : nullptr;
 
@@ -254,10 +255,15 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     so.world = o.world_size;
     so.mode = to_string(cfg.transport);
     so.ring_bytes = cfg.shm_ring_bytes;
+    // Board ops run to their end in the call, so no larger than
+    // MCCL_INLINE_BYTES allows; fault scenarios act on links: with one,
+    // every op goes over them.
+    so.board_bytes = injector ? 0 : std::min(cfg.shm_board_bytes, cfg.inline_bytes);
     so.deadline = std::chrono::steady_clock::now() + cfg.connect_timeout;
     so.rendezvous = rendezvous.get();
     so.key_prefix = prefix;
     auto shm = transport::setup_shm_links(conns, so);
+    board = shm.board;
     cfg.hosts = count_hosts(shm.hosts, mo);
     MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s) over "
                            << sockets << " socket(s), " << cfg.hosts << " host(s); "
@@ -284,6 +290,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   ci.watchdog = rt->watchdog;
   ci.resumer = resumer;
   ci.faults = p->fault_report;
+  ci.board = board;
   p->core = actors::comm_core::create(std::move(ci));
   {
     std::lock_guard<std::mutex> guard{rt->comms_mutex};

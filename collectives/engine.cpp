@@ -137,6 +137,11 @@ std::string engine::why_closed() const {
   return closed_why_;
 }
 
+errc engine::closed_code() const {
+  std::lock_guard<std::mutex> guard{closed_mutex_};
+  return closed_code_;
+}
+
 bool engine::led_by_this_thread() const noexcept {
   return leader_thread_.load(std::memory_order_acquire) == this_thread_id();
 }
@@ -379,8 +384,10 @@ void engine::shutdown(leadership& l, uint64_t issued, clock::time_point deadline
   shut_down_ = true;
   {
     std::lock_guard<std::mutex> guard{closed_mutex_};
-    if (!closed_.exchange(true))
+    if (!closed_.exchange(true)) {
       closed_why_ = "rank " + std::to_string(opts_.rank) + " finalized the communicator";
+      closed_code_ = errc::finalized;
+    }
   }
   drain_inbox(); // ops posted meanwhile fail with errc::finalized
   // Best effort and bounded: a peer that is gone or slow is not waited for.

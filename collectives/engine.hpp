@@ -127,6 +127,8 @@ public:
   /// The communicator aborted or was shut down: new ops fail at once.
   bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
   std::string why_closed() const;
+  /// Why, as an error code: the aborting rank's, or errc::finalized.
+  errc closed_code() const;
   /// The thread leading now is this one (a completion callback, say).
   bool led_by_this_thread() const noexcept;
 
@@ -272,6 +274,7 @@ private:
   std::atomic<bool> closed_{false};
   mutable std::mutex closed_mutex_;
   std::string closed_why_;
+  errc closed_code_ = errc::none;
 
   // Ops (the leader only).
   clock::time_point now_;

@@ -318,8 +318,10 @@ void engine::abort(errc code, const std::string& why, int origin, const std::str
   abort_reason_ = why;
   {
     std::lock_guard<std::mutex> guard{closed_mutex_};
-    if (!closed_.exchange(true))
+    if (!closed_.exchange(true)) {
       closed_why_ = why;
+      closed_code_ = code;
+    }
   }
   MCCL_LOG(error, "rank " << opts_.rank << ": communicator " << opts_.comm_id << " aborted: " << why);
   if (opts_.flight && opts_.flight->capacity() > 0) {

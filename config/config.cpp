@@ -292,6 +292,13 @@ const setting_def setting_table[] = {
        throw bad_value{};
      cfg.shm_ring_bytes = bytes;
    }},
+  {"MCCL_SHM_BOARD_BYTES", "16K", "a byte size between 0 and 1M (suffixes K, M, G; e.g. 16K)",
+   "When every rank is on one host: collectives of up to this many bytes per rank (and at most "
+   "MCCL_INLINE_BYTES) go through one shared board instead of the links, in the call; 0: never. "
+   "Every rank must use the same value.",
+   [](config& cfg, const std::string& text) {
+     cfg.shm_board_bytes = parse_bytes(text, 0, mib);
+   }},
   {"MCCL_CHUNK_BYTES", "1M", "a byte size between 4K and 1G (suffixes K, M, G; e.g. 1M)",
    "Pipelining chunk size; the default comes from MCCL_LINK_PROFILE.",
    [](config& cfg, const std::string& text) {
@@ -658,6 +665,7 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_SOCKETS_PER_PEER")
       return cfg.sockets_per_peer == 0 ? "0 (auto)" : std::to_string(cfg.sockets_per_peer);
     if (name == "MCCL_SHM_RING_BYTES") return format_byte_size(cfg.shm_ring_bytes);
+    if (name == "MCCL_SHM_BOARD_BYTES") return format_byte_size(cfg.shm_board_bytes);
     if (name == "MCCL_CHUNK_BYTES") return format_byte_size(cfg.chunk_bytes);
     if (name == "MCCL_SMALL_MSG_THRESHOLD") return format_byte_size(cfg.small_msg_threshold);
     if (name == "MCCL_INLINE_BYTES") return format_byte_size(cfg.inline_bytes);

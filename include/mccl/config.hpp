@@ -87,6 +87,9 @@ struct config {
   int sockets_per_peer = 0;
   /// Each direction's shared-memory ring between two ranks of one host.
   std::size_t shm_ring_bytes = std::size_t{2} << 20;
+  /// All ranks on one host: collectives up to this many bytes per rank go
+  /// over the host board; 0: never.
+  std::size_t shm_board_bytes = std::size_t{16} << 10;
   /// Pipelining chunk size in bytes; the default comes from the profile.
   std::size_t chunk_bytes = std::size_t{1} << 20;
   /// Ops of at most this many bytes take the latency path.

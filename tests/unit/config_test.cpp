@@ -56,7 +56,7 @@ int auto_worker_threads() {
 
 const std::vector<std::string> expected_names = {
   "MCCL_TRANSPORT",      "MCCL_LOG_LEVEL",     "MCCL_LISTEN_ADDR",  "MCCL_IFNAME",
-  "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_SHM_RING_BYTES", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_OP_THREAD_BYTES", "MCCL_ALGO",
+  "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_SHM_RING_BYTES", "MCCL_SHM_BOARD_BYTES", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_OP_THREAD_BYTES", "MCCL_ALGO",
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
   "MCCL_HEARTBEAT_MS",   "MCCL_HEARTBEAT_MISSES", "MCCL_RECONNECT_MS", "MCCL_CRC_RETRIES", "MCCL_FAULTS",
   "MCCL_FAULTS_REPORT",  "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
@@ -253,6 +253,8 @@ TEST(ConfigEnv, ShmRingBytes) {
   EXPECT_EQ(resolve_env({}).shm_ring_bytes, 2u << 20);
   EXPECT_EQ(resolve_env({{"MCCL_SHM_RING_BYTES", "64K"}}).shm_ring_bytes, 64u << 10);
   EXPECT_EQ(resolve_env({{"MCCL_SHM_RING_BYTES", "8M"}}).shm_ring_bytes, 8u << 20);
+  EXPECT_EQ(resolve_env({}).shm_board_bytes, 16u << 10);
+  EXPECT_EQ(resolve_env({{"MCCL_SHM_BOARD_BYTES", "0"}}).shm_board_bytes, 0u);
 }
 
 TEST(ConfigEnv, ChunkBytes) {
@@ -366,7 +368,7 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_RECONNECT_MS", "2000"},
     {"MCCL_FAULTS", "/tmp/f.json"},     {"MCCL_FAULTS_REPORT", "/tmp/r"},
     {"MCCL_SOCKETS_PER_PEER", "3"},     {"MCCL_OP_THREAD_BYTES", "32M"},
-    {"MCCL_SHM_RING_BYTES", "4M"},
+    {"MCCL_SHM_RING_BYTES", "4M"},     {"MCCL_SHM_BOARD_BYTES", "4K"},
   };
   auto cfg = resolve_env(env);
   EXPECT_EQ(cfg.heartbeat_misses, 4);
@@ -382,6 +384,7 @@ TEST(ConfigEnv, AllAtOnce) {
   EXPECT_EQ(cfg.sockets_per_peer, 3);
   EXPECT_EQ(cfg.chunk_bytes, 256u << 10);
   EXPECT_EQ(cfg.shm_ring_bytes, 4u << 20);
+  EXPECT_EQ(cfg.shm_board_bytes, 4u << 10);
   EXPECT_EQ(cfg.small_msg_threshold, 8u << 10);
   EXPECT_EQ(cfg.inline_bytes, 4u << 10);
   EXPECT_EQ(cfg.op_thread_bytes, 32u << 20);
@@ -446,6 +449,8 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_PORT_BASE", "+2000"},
   {"MCCL_PORT_BASE", "99999999999999999999999"},
   {"MCCL_SHM_RING_BYTES", "3M"},
+  {"MCCL_SHM_BOARD_BYTES", "2M"},
+  {"MCCL_SHM_BOARD_BYTES", "lots"},
   {"MCCL_SHM_RING_BYTES", "32K"},
   {"MCCL_SHM_RING_BYTES", "2G"},
   {"MCCL_CHUNK_BYTES", "12Q"},

@@ -62,16 +62,16 @@ struct shm_pair {
     near.connect(acceptor.local_endpoint());
     acceptor.accept(far);
     b_socket = far.native_handle();
-    auto seg_a = shm_segment::create(ring_bytes);
+    auto seg_a = shm_segment::create(pair_segment_bytes(ring_bytes));
     shm_segment seg_b;
-    auto err = shm_segment::open(::getpid(), seg_a.fd(), ring_bytes, seg_a.nonce(), seg_b);
+    auto err = shm_segment::open(::getpid(), seg_a.fd(), pair_segment_bytes(ring_bytes), seg_a.nonce(), seg_b);
     if (!err.empty())
       throw std::runtime_error(err);
     seg_a.drop_fd();
-    a = std::make_shared<shm_connection>(std::move(seg_a), true,
+    a = std::make_shared<shm_connection>(std::move(seg_a), ring_bytes, true,
                                          std::make_shared<tcp_connection>(monitor, std::move(near), "b"),
                                          "rank 1 over shared memory");
-    b = std::make_shared<shm_connection>(std::move(seg_b), false,
+    b = std::make_shared<shm_connection>(std::move(seg_b), ring_bytes, false,
                                          std::make_shared<tcp_connection>(monitor, std::move(far), "a"),
                                          "rank 0 over shared memory");
   }
@@ -93,8 +93,9 @@ void write_all(connection& c, const std::vector<uint8_t>& out) {
     auto r = c.write_some(&v, 1);
     ASSERT_FALSE(r.closed) << r.error;
     done += r.bytes;
-    if (r.bytes == 0)
+    if (r.bytes == 0) {
       ASSERT_TRUE(wait_like_engine(c, 5000ms)) << "a writer waiting for room was never woken, at " << done;
+    }
   }
 }
 
@@ -218,8 +219,9 @@ TEST(ShmConnection, ACloseIsReadAfterTheLastBytes) {
     auto r = p.b->read_some(in.data() + done, in.size() - done);
     ASSERT_FALSE(r.closed) << "closed before the last bytes were read";
     done += r.bytes;
-    if (r.bytes == 0)
+    if (r.bytes == 0) {
       ASSERT_TRUE(wait_like_engine(*p.b, 5000ms));
+    }
   }
   EXPECT_EQ(in, out);
   ASSERT_TRUE(wait_like_engine(*p.b, 5000ms)) << "the close wakes a sleeping reader";

@@ -19,10 +19,10 @@ constexpr unsigned polls_per_peer_check = 256;
 
 } // namespace
 
-shm_connection::shm_connection(shm_segment segment, bool is_creator, connection_ptr doorbell,
-                               std::string description)
-  : segment_(std::move(segment)), tx_(segment_.ring(is_creator ? 0 : 1)),
-    rx_(segment_.ring(is_creator ? 1 : 0)), doorbell_(std::move(doorbell)),
+shm_connection::shm_connection(shm_segment segment, std::size_t ring_bytes, bool is_creator,
+                               connection_ptr doorbell, std::string description)
+  : segment_(std::move(segment)), tx_(pair_ring(segment_, ring_bytes, is_creator ? 0 : 1)),
+    rx_(pair_ring(segment_, ring_bytes, is_creator ? 1 : 0)), doorbell_(std::move(doorbell)),
     description_(std::move(description)) {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   self_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -28,9 +28,11 @@ namespace mccl::transport {
 
 class shm_connection : public connection {
 public:
+  /// `segment`: a pair segment (pair_segment_bytes(ring_bytes));
   /// `doorbell`: the connected TCP link to the same peer; `is_creator`:
   /// this side created the segment (it writes direction 0).
-  shm_connection(shm_segment segment, bool is_creator, connection_ptr doorbell, std::string description);
+  shm_connection(shm_segment segment, std::size_t ring_bytes, bool is_creator, connection_ptr doorbell,
+                 std::string description);
   ~shm_connection() override;
 
   io_result write_some(const iovec* iov, int count) override;
@@ -40,7 +42,6 @@ public:
   int poll_fd() const override;
   const std::string& description() const override { return description_; }
 
-  std::size_t ring_bytes() const noexcept { return segment_.ring_bytes(); }
 
 private:
   /// Arms the wake-up flags before a wait; true when there is something

@@ -23,7 +23,7 @@ constexpr std::size_t page = 4096;
 struct segment_header {
   uint64_t magic;
   uint64_t nonce;
-  uint64_t ring_bytes;
+  uint64_t bytes;
 };
 
 std::string os_error(const char* what) {
@@ -39,51 +39,45 @@ std::string boot_id() {
   return id;
 }
 
-std::size_t shm_segment::total_bytes(std::size_t ring_bytes) noexcept {
-  return page + 2 * (page + ring_bytes);
-}
-
-shm_segment shm_segment::create(std::size_t ring_bytes) {
+shm_segment shm_segment::create(std::size_t bytes) {
   shm_segment s;
-  s.ring_bytes_ = ring_bytes;
-  s.bytes_ = total_bytes(ring_bytes);
+  s.bytes_ = bytes;
+  auto total = page + bytes;
   s.fd_ = ::memfd_create("mccl-shm", MFD_CLOEXEC);
   if (s.fd_ < 0)
     throw error(errc::unsupported, os_error("memfd_create"));
-  if (::ftruncate(s.fd_, static_cast<off_t>(s.bytes_)) != 0)
+  if (::ftruncate(s.fd_, static_cast<off_t>(total)) != 0)
     throw error(errc::unsupported, os_error("ftruncate of the shared segment"));
-  void* p = ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.fd_, 0);
+  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.fd_, 0);
   if (p == MAP_FAILED)
     throw error(errc::unsupported, os_error("mmap of the shared segment"));
   s.base_ = static_cast<uint8_t*>(p);
   std::random_device rd;
   uint64_t nonce = (uint64_t{rd()} << 32) ^ rd();
-  new (s.base_) segment_header{segment_magic, nonce, ring_bytes};
-  for (int d = 0; d < 2; ++d)
-    new (s.base_ + page + static_cast<std::size_t>(d) * (page + ring_bytes)) shm_ring_control{};
+  new (s.base_) segment_header{segment_magic, nonce, bytes};
   return s;
 }
 
-std::string shm_segment::open(pid_t pid, int fd, std::size_t ring_bytes, uint64_t nonce, shm_segment& out) {
+std::string shm_segment::open(pid_t pid, int fd, std::size_t bytes, uint64_t nonce, shm_segment& out) {
   auto path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
   int mine = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (mine < 0)
     return os_error(("open " + path).c_str());
   shm_segment s;
-  s.ring_bytes_ = ring_bytes;
-  s.bytes_ = total_bytes(ring_bytes);
+  s.bytes_ = bytes;
+  auto total = page + bytes;
   struct stat st {};
-  if (::fstat(mine, &st) != 0 || static_cast<std::size_t>(st.st_size) != s.bytes_) {
+  if (::fstat(mine, &st) != 0 || static_cast<std::size_t>(st.st_size) != total) {
     ::close(mine);
     return path + " is not the peer's segment (size differs)";
   }
-  void* p = ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, mine, 0);
+  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, mine, 0);
   ::close(mine);
   if (p == MAP_FAILED)
     return os_error(("mmap " + path).c_str());
   s.base_ = static_cast<uint8_t*>(p);
   const auto* h = reinterpret_cast<const segment_header*>(s.base_);
-  if (h->magic != segment_magic || h->nonce != nonce || h->ring_bytes != ring_bytes)
+  if (h->magic != segment_magic || h->nonce != nonce || h->bytes != bytes)
     return path + " is not the peer's segment (its header differs: another process, or another "
                   "PID namespace)";
   out = std::move(s);
@@ -92,7 +86,7 @@ std::string shm_segment::open(pid_t pid, int fd, std::size_t ring_bytes, uint64_
 
 shm_segment::shm_segment(shm_segment&& other) noexcept
   : fd_(std::exchange(other.fd_, -1)), base_(std::exchange(other.base_, nullptr)),
-    bytes_(std::exchange(other.bytes_, 0)), ring_bytes_(std::exchange(other.ring_bytes_, 0)) {}
+    bytes_(std::exchange(other.bytes_, 0)) {}
 
 shm_segment& shm_segment::operator=(shm_segment&& other) noexcept {
   if (this != &other) {
@@ -105,7 +99,7 @@ shm_segment& shm_segment::operator=(shm_segment&& other) noexcept {
 shm_segment::~shm_segment() {
   drop_fd();
   if (base_)
-    ::munmap(base_, bytes_);
+    ::munmap(base_, page + bytes_);
 }
 
 uint64_t shm_segment::nonce() const noexcept {
@@ -117,9 +111,19 @@ void shm_segment::drop_fd() noexcept {
     ::close(std::exchange(fd_, -1));
 }
 
-shm_ring shm_segment::ring(int direction) const noexcept {
-  auto* at = base_ + page + static_cast<std::size_t>(direction) * (page + ring_bytes_);
-  return shm_ring(reinterpret_cast<shm_ring_control*>(at), at + page, ring_bytes_);
+uint8_t* shm_segment::data() const noexcept {
+  return base_ ? base_ + page : nullptr;
+}
+
+std::size_t pair_segment_bytes(std::size_t ring_bytes) noexcept {
+  return 2 * (page + ring_bytes);
+}
+
+// The control blocks need no construction: zeroed memory is a valid
+// std::atomic of an integer (lock-free, no other state).
+shm_ring pair_ring(const shm_segment& s, std::size_t ring_bytes, int direction) noexcept {
+  auto* at = s.data() + static_cast<std::size_t>(direction) * (page + ring_bytes);
+  return shm_ring(reinterpret_cast<shm_ring_control*>(at), at + page, ring_bytes);
 }
 
 } // namespace mccl::transport

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -97,23 +99,79 @@ std::string read_link(const char* path) {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
-/// What one rank published: "<mode> <host identity>".
+/// What one rank published: "<mode> <board bytes> <host identity>".
 struct published {
   std::string mode;
+  std::string board;
   std::string host;
 };
 
 published parse_published(const std::string& text) {
-  auto space = text.find(' ');
-  if (space == std::string::npos)
-    return {text, {}};
-  return {text.substr(0, space), text.substr(space + 1)};
+  published p;
+  auto a = text.find(' ');
+  auto b = a == std::string::npos ? a : text.find(' ', a + 1);
+  p.mode = text.substr(0, a);
+  if (a != std::string::npos)
+    p.board = text.substr(a + 1, b == std::string::npos ? b : b - a - 1);
+  if (b != std::string::npos)
+    p.host = text.substr(b + 1);
+  return p;
 }
 
 std::string format_bytes(std::size_t b) {
   if (b >= (std::size_t{1} << 20) && b % (std::size_t{1} << 20) == 0)
     return std::to_string(b >> 20) + " MiB";
   return std::to_string(b >> 10) + " KiB";
+}
+
+/// Step 4 (see the header). Every rank calls it or none does (one host and
+/// the smallest board size asked for hold alike everywhere); a rank with a pair
+/// over TCP (`all_pairs_shm` false) says so instead of mapping. Null
+/// when any rank did not map the board.
+std::shared_ptr<shm_board> setup_board(const shm_setup_options& o, std::size_t board_bytes, bool all_pairs_shm) {
+  auto bytes = shm_board::segment_bytes(o.world, board_bytes);
+  auto timeout = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(o.deadline - clock::now()),
+                          std::chrono::milliseconds(1));
+  shm_segment seg;
+  std::string status;
+  if (!all_pairs_shm) {
+    status = "some of its links are over TCP";
+    if (o.rank == 0)
+      o.rendezvous->set(o.key_prefix + "board", "none");
+  } else if (o.rank == 0) {
+    try {
+      seg = shm_segment::create(bytes);
+      o.rendezvous->set(o.key_prefix + "board", std::to_string(::getpid()) + " " + std::to_string(seg.fd()) + " "
+                                                  + std::to_string(seg.nonce()));
+    } catch (const error& e) {
+      status = e.message();
+      o.rendezvous->set(o.key_prefix + "board", "none");
+    }
+  } else {
+    auto offer = o.rendezvous->get(o.key_prefix + "board", timeout);
+    long long pid = 0, fd = -1;
+    unsigned long long nonce = 0;
+    if (std::sscanf(offer.c_str(), "%lld %lld %llu", &pid, &fd, &nonce) != 3)
+      status = "rank 0 has no board";
+    else
+      status = shm_segment::open(static_cast<pid_t>(pid), static_cast<int>(fd), bytes, nonce, seg);
+  }
+  o.rendezvous->set(o.key_prefix + "board/" + std::to_string(o.rank), status.empty() ? "ok" : status);
+  std::string refusal;
+  for (int r = 0; r < o.world; ++r) {
+    auto said = r == o.rank ? (status.empty() ? "ok" : status)
+                            : o.rendezvous->get(o.key_prefix + "board/" + std::to_string(r), timeout);
+    if (said != "ok" && refusal.empty())
+      refusal = rank_name(r) + ": " + said;
+  }
+  seg.drop_fd(); // rank 0: every rank has answered, so every mapping that will exist does
+  if (!refusal.empty()) {
+    MCCL_LOG(info, rank_name(o.rank) << ": no host board (" << refusal << "); small collectives go over the links");
+    return nullptr;
+  }
+  MCCL_LOG(info, rank_name(o.rank) << ": host board for " << o.world << " ranks, " << format_bytes(board_bytes)
+                                   << " per rank and bank: collectives up to that size skip the links");
+  return std::make_shared<shm_board>(std::move(seg), o.world, o.rank, board_bytes);
 }
 
 } // namespace
@@ -130,20 +188,27 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
   shm_setup_result result;
   result.hosts.assign(static_cast<std::size_t>(o.world), {});
   auto me = host_identity();
-  o.rendezvous->set(o.key_prefix + "host/" + std::to_string(o.rank), o.mode + " " + me);
+  auto board = std::to_string(o.board_bytes);
+  o.rendezvous->set(o.key_prefix + "host/" + std::to_string(o.rank), o.mode + " " + board + " " + me);
   auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.deadline - clock::now());
   std::vector<published> ranks(static_cast<std::size_t>(o.world));
   for (int r = 0; r < o.world; ++r) {
-    ranks[r] = r == o.rank ? published{o.mode, me}
+    ranks[r] = r == o.rank ? published{o.mode, board, me}
                            : parse_published(o.rendezvous->get(o.key_prefix + "host/" + std::to_string(r),
                                                                 std::max(timeout, std::chrono::milliseconds(1))));
     result.hosts[r] = ranks[r].host;
   }
-  for (int r = 0; r < o.world; ++r)
+  for (int r = 0; r < o.world; ++r) {
     if (ranks[r].mode != o.mode)
       throw error(errc::invalid_config, "MCCL_TRANSPORT differs between ranks: " + rank_name(o.rank) + " has "
                                           + o.mode + ", " + rank_name(r) + " has " + ranks[r].mode
                                           + "; set the same value on every rank");
+  }
+  // The board's size is the smallest any rank asks for (0: no board), so
+  // every rank puts the same ops on it whatever its own settings.
+  auto board_bytes = o.board_bytes;
+  for (int r = 0; r < o.world; ++r)
+    board_bytes = std::min<std::size_t>(board_bytes, std::strtoull(ranks[r].board.c_str(), nullptr, 10));
   if (o.mode == "tcp")
     return result;
 
@@ -173,11 +238,11 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
       continue;
     shm_offer offer;
     try {
-      auto seg = shm_segment::create(o.ring_bytes);
+      auto seg = shm_segment::create(pair_segment_bytes(o.ring_bytes));
       offer.ok = 1;
       offer.pid = static_cast<int32_t>(::getpid());
       offer.fd = seg.fd();
-      offer.ring_bytes = seg.ring_bytes();
+      offer.ring_bytes = o.ring_bytes;
       offer.nonce = seg.nonce();
       made.emplace(p, std::move(seg));
     } catch (const error& e) {
@@ -203,7 +268,7 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
             + ", " + rank_name(o.rank) + " has " + std::to_string(o.ring_bytes) + ")";
     else {
       shm_segment seg;
-      auto err = shm_segment::open(offer.pid, offer.fd, offer.ring_bytes, offer.nonce, seg);
+      auto err = shm_segment::open(offer.pid, offer.fd, pair_segment_bytes(o.ring_bytes), offer.nonce, seg);
       if (err.empty())
         opened.emplace(p, std::move(seg));
       else
@@ -234,9 +299,9 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
     MCCL_LOG(info, rank_name(o.rank) << ": " << rank_name(p) << " over TCP (same host, but " << why << ")");
   auto adopt = [&](int p, shm_segment seg, bool creator) {
     auto description = rank_name(p) + " over shared memory";
-    MCCL_LOG(info, rank_name(o.rank) << ": " << description << " (" << format_bytes(seg.ring_bytes())
+    MCCL_LOG(info, rank_name(o.rank) << ": " << description << " (" << format_bytes(o.ring_bytes)
                                      << " rings, doorbell " << conns[p]->description() << ")");
-    conns[p] = std::make_shared<shm_connection>(std::move(seg), creator, conns[p], description);
+    conns[p] = std::make_shared<shm_connection>(std::move(seg), o.ring_bytes, creator, conns[p], description);
     ++result.shm_peers;
   };
   for (auto& [p, seg] : made)
@@ -244,6 +309,8 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
       adopt(p, std::move(seg), true);
   for (auto& [p, seg] : opened)
     adopt(p, std::move(seg), false);
+  if (board_bytes > 0 && remote.empty())
+    result.board = setup_board(o, board_bytes, refused.empty());
   return result;
 }
 

@@ -13,14 +13,20 @@
 ///    know the same outcome.
 /// 3. Accepted pairs get an shm_connection over the TCP one; the others keep
 ///    TCP (auto) or fail naming the peer and why (shm).
+/// 4. When every rank is on this host and every pair shares memory, rank 0
+///    creates the host board (shm_board.hpp) and publishes it in the store;
+///    each rank maps it and publishes whether it could; the board is used
+///    only if every rank could, which every rank reads alike.
 ///
 /// Blocking: runs in the caller's thread while the communicator is
 /// created, bounded by `deadline`.
 
 #include "transport/connection.hpp"
+#include "transport/shm/shm_board.hpp"
 #include <mccl/store.hpp>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +44,9 @@ struct shm_setup_options {
   std::string mode = "auto";
   /// Each ring's size (MCCL_SHM_RING_BYTES), a power of two.
   std::size_t ring_bytes = std::size_t{1} << 21;
+  /// The host board's bank size this rank asks for; the smallest of all
+  /// ranks' is used, 0: no board.
+  std::size_t board_bytes = 0;
   std::chrono::steady_clock::time_point deadline;
   store* rendezvous = nullptr;
   std::string key_prefix; ///< keys are <prefix>host/<rank>
@@ -48,6 +57,8 @@ struct shm_setup_result {
   int shm_peers = 0;
   /// Host identity of every rank, by rank.
   std::vector<std::string> hosts;
+  /// The host board, when every rank is on this host (and board_bytes > 0).
+  std::shared_ptr<shm_board> board;
 };
 
 /// Replaces conns[peer] by a shared-memory connection for every same-host

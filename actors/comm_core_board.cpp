@@ -1,0 +1,73 @@
+// comm_core's board path: small collectives among ranks of one host, run on
+// the calling thread over the host board (collectives/board_collectives.hpp)
+// instead of the engine.
+
+#include "actors/comm_core.hpp"
+
+#include "collectives/board_collectives.hpp"
+#include "collectives/op.hpp"
+#include "config/log.hpp"
+
+namespace mccl::actors {
+
+// Every rank decides alike: the op and the settings only, never local
+// state (a rank that took the engine for an op its peers put on the board
+// would wait for them in vain). MCCL_ALGO naming an algorithm for the op
+// keeps it in the engine.
+bool comm_core::takes_board(const op_request& op) const {
+  const auto& board = init_.board;
+  return board && fits_board(op, init_.world, board->slot_bytes())
+         && algo_for(init_.cfg.algo, to_string(op.kind), op.selection_bytes(init_.world)).empty();
+}
+
+void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work) {
+  std::lock_guard<std::mutex> board_guard{board_mutex_};
+  board_call call;
+  {
+    std::lock_guard<std::mutex> guard{submit_mutex_};
+    op->id = next_id_++;
+    op->seq = next_seq_++; // one numbering for both paths
+    call.seq = op->seq;
+    call.n = next_board_op_++;
+  }
+  call.board = init_.board.get();
+  call.rank = init_.rank;
+  call.world = init_.world;
+  call.spin = init_.cfg.spin;
+  call.timeout = init_.cfg.timeout;
+  call.deadline = clock::now() + init_.cfg.timeout;
+  call.asleep = [this] { kick(); }; // nobody else may be reading the links now
+  call.closed = [this]() -> board_outcome {
+    if (!engine_->closed())
+      return {};
+    return {engine_->closed_code(), engine_->why_closed()};
+  };
+  auto started = clock::now();
+  auto outcome = mccl::run_on_board(*op, call);
+  op_report report;
+  report.algorithm = "board";
+  report.seq = call.seq;
+  report.bytes = op->selection_bytes(init_.world);
+  report.duration = clock::now() - started;
+  if (outcome.code == errc::none || engine_->closed()) { // closed: the communicator's own reason
+    report.code = outcome.code;
+    report.message = outcome.message;
+    work->complete(std::move(report));
+    return;
+  }
+  // "allreduce seq 7 on rank 1 (board, count 1, float32, sum) failed: ..."
+  auto what = describe(*op);
+  auto paren = what.find('(');
+  auto message = what.substr(0, paren) + " seq " + std::to_string(op->seq) + " on rank " + std::to_string(init_.rank)
+                 + " (board, " + what.substr(paren + 1) + " failed: " + outcome.message;
+  MCCL_LOG(error, message);
+  if (!finalized_.load()) { // every rank fails, as when an op over links fails
+    engine_->post_abort(outcome.code, message, init_.rank);
+    kick();
+  }
+  report.code = outcome.code;
+  report.message = message;
+  work->complete(std::move(report));
+}
+
+} // namespace mccl::actors

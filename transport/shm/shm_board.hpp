@@ -1,0 +1,97 @@
+#pragma once
+/// The host board: one segment shared by every rank of a communicator whose
+/// ranks all run on one host, for small collectives without frames (in the
+/// manner of Open MPI's coll/sm and NCCL's LL protocol: data and a flag in
+/// shared memory, read by the peers as it lands).
+///
+/// Every rank owns a slot with two banks. Board op n: each rank writes its
+/// bytes into bank n % 2 of its slot with the op's tag, then publishes
+/// `posted = n + 1`; each then waits until every peer has posted n and
+/// reads what it needs straight from the peers' banks. A rank posts n + 2
+/// (the same bank again) only after it saw every peer's n + 1, which each
+/// peer posts only after it finished reading op n: two banks are enough and
+/// no other handshake is needed.
+///
+/// Waiting polls for the caller's spin time (yielding the core between
+/// polls when there are more ranks than CPUs), then sleeps on the slot's
+/// counter with a futex (a poster wakes sleepers only when there are any),
+/// always bounded by the caller's deadline and stop check.
+///
+/// Collectives issued on any path also note their tag by seq (the
+/// seq log), so a rank waiting on the board for a peer that issued
+/// another collective at that seq learns it at once.
+
+#include "transport/shm/shm_segment.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace mccl::transport {
+
+/// What identifies a collective (its signature, packed by the caller).
+struct board_tag {
+  uint64_t words[3] = {0, 0, 0};
+  bool operator==(const board_tag& o) const noexcept {
+    return words[0] == o.words[0] && words[1] == o.words[1] && words[2] == o.words[2];
+  }
+  bool operator!=(const board_tag& o) const noexcept { return !(*this == o); }
+};
+
+class shm_board {
+public:
+  using clock = std::chrono::steady_clock;
+
+  /// The segment size for `world` ranks with banks of `slot_bytes`.
+  static std::size_t segment_bytes(int world, std::size_t slot_bytes) noexcept;
+
+  /// `segment` of segment_bytes(world, slot_bytes), as rank `rank` sees it.
+  shm_board(shm_segment segment, int world, int rank, std::size_t slot_bytes);
+
+  int world() const noexcept { return world_; }
+  std::size_t slot_bytes() const noexcept { return slot_bytes_; }
+
+  /// Posts board op `n` (collective number `seq`): `bytes` (at most
+  /// slot_bytes) from `data` into this rank's bank, then the counter.
+  void post(uint64_t n, uint64_t seq, const board_tag& tag, const void* data, std::size_t bytes);
+  /// Notes the tag of collective number `seq`, whatever its path.
+  void note(uint64_t seq, const board_tag& tag);
+  /// This rank finalized after issuing `issued` collectives.
+  void depart(uint64_t issued);
+
+  enum class wait_result {
+    posted,      ///< the peer posted op n with our tag
+    other_tag,   ///< it posted op n with another tag (`theirs`)
+    other_path,  ///< its collective at our seq has another tag (`theirs`)
+    departed,    ///< it finalized before issuing our seq (`*issued` collectives)
+    stopped,     ///< stop() said so
+    timed_out,   ///< deadline passed
+  };
+  /// How to wait.
+  struct waiting {
+    std::chrono::microseconds spin{200}; ///< poll this long before sleeping
+    clock::time_point deadline;
+    std::function<bool()> stop;          ///< checked every few polls and sleeps
+    std::function<void()> asleep;        ///< called before each sleep (at most every 2 ms)
+  };
+  /// Waits until `peer` has posted board op `n` (our collective number
+  /// `seq`, tagged `mine`).
+  wait_result wait(int peer, uint64_t n, uint64_t seq, const board_tag& mine, const waiting& how,
+                   board_tag* theirs, uint64_t* issued);
+  /// `peer`'s bytes of board op `n` (valid once wait() said posted).
+  const uint8_t* bytes_of(int peer, uint64_t n) const noexcept;
+
+private:
+  struct slot;
+  slot& slot_of(int r) const noexcept;
+  uint8_t* bank_of(int r, uint64_t n) const noexcept;
+
+  shm_segment segment_;
+  int world_;
+  int rank_;
+  std::size_t slot_bytes_;
+  bool oversubscribed_; ///< more ranks than the CPUs this process may use
+};
+
+} // namespace mccl::transport
