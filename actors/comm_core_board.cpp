@@ -40,10 +40,12 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
   call.closed = [this]() -> board_outcome {
     if (!engine_->closed())
       return {};
-    return {engine_->closed_code(), engine_->why_closed()};
+    return {engine_->closed_code(), engine_->why_closed(), "board exchange"};
   };
   auto started = clock::now();
+  auto ticket = flight_->started(recorded_op(*op, init_.world, "board", driver_kind::caller));
   auto outcome = mccl::run_on_board(*op, call);
+  flight_->ended(ticket, outcome.code == errc::none ? flight_recorder::state::done : flight_recorder::state::failed);
   op_report report;
   report.algorithm = "board";
   report.seq = call.seq;
@@ -55,11 +57,14 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
     work->complete(std::move(report));
     return;
   }
-  // "allreduce seq 7 on rank 1 (board, count 1, float32, sum) failed: ..."
+  // As an op over links says it: "allreduce seq 7 on rank 1 (board, count
+  // 1, float32, sum) failed at board exchange, ..., waiting on rank 0: ..."
   auto what = describe(*op);
   auto paren = what.find('(');
   auto message = what.substr(0, paren) + " seq " + std::to_string(op->seq) + " on rank " + std::to_string(init_.rank)
-                 + " (board, " + what.substr(paren + 1) + " failed: " + outcome.message;
+                 + " (board, " + what.substr(paren + 1) + " failed at " + outcome.where + ": " + outcome.message;
+  if (outcome.code == errc::timeout)
+    message += " (" + flight_->progress_note() + ")";
   MCCL_LOG(error, message);
   if (!finalized_.load()) { // every rank fails, as when an op over links fails
     engine_->post_abort(outcome.code, message, init_.rank);

@@ -44,31 +44,36 @@ board_outcome wait_all(const board_call& call, const board_tag& mine) {
   how.deadline = call.deadline;
   how.stop = [&] { return call.closed().code != errc::none; };
   how.asleep = call.asleep;
+  int seen = 1; // ourselves
   for (int p = 0; p < call.world; ++p) {
     if (p == call.rank)
       continue;
+    auto where = "board exchange, " + std::to_string(seen) + " of " + std::to_string(call.world)
+                 + " ranks posted, waiting on " + rank_name(p);
     board_tag theirs;
     uint64_t issued = 0;
     auto r = call.board->wait(p, call.n, call.seq, mine, how, &theirs, &issued);
     switch (r) {
       case shm_board::wait_result::posted:
+        ++seen;
         continue;
       case shm_board::wait_result::other_tag:
       case shm_board::wait_result::other_path:
         return {errc::desync, "ranks issued different collectives at seq " + std::to_string(call.seq)
                                 + ": " + rank_name(call.rank) + " issued " + describe(signature_of(mine)) + ", "
                                 + rank_name(p) + " issued " + describe(signature_of(theirs))
-                                + " (all ranks must issue the same collectives in the same order)"};
+                                + " (all ranks must issue the same collectives in the same order)",
+                where};
       case shm_board::wait_result::departed:
-        return {errc::peer_lost, rank_name(p) + " finalized after issuing " + std::to_string(issued)
-                                   + " collective(s); it never issued this one (do all ranks issue the same "
-                                     "collectives?)"};
+        return {errc::peer_lost,
+                rank_name(p) + " finalized after issuing " + std::to_string(issued)
+                  + " collective(s); it never issued this one (do all ranks issue the same collectives?)",
+                where};
       case shm_board::wait_result::stopped:
         return call.closed();
       case shm_board::wait_result::timed_out:
-        return {errc::timeout, "timed out after MCCL_TIMEOUT_MS=" + std::to_string(call.timeout.count())
-                                 + " ms waiting on " + rank_name(p)
-                                 + ", which has not issued it (is it stuck, or issuing other collectives?)"};
+        return {errc::timeout, "timed out after MCCL_TIMEOUT_MS=" + std::to_string(call.timeout.count()) + " ms",
+                where};
     }
   }
   return {};

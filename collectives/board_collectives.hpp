@@ -29,6 +29,8 @@ transport::board_tag board_tag_of(const op_request& op, int world) noexcept;
 struct board_outcome {
   errc code = errc::none;
   std::string message;
+  /// Where it failed: "board exchange, 1 of 2 ranks posted, waiting on rank 1".
+  std::string where;
 };
 
 struct board_call {
