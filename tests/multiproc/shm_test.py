@@ -3,10 +3,11 @@
 mccl_check rank program:
 
 * MCCL_TRANSPORT=shm: every pair of 3 ranks is linked over shared memory
-  (logged at INFO per peer), the collectives are exact, and no file is
-  left in /dev/shm;
-* a rank SIGKILLed mid-allreduce is named by every survivor within a
-  second, and still nothing is left in /dev/shm;
+  (logged at INFO per peer) with a host board for small ops, the
+  collectives are exact, and no file is left in /dev/shm;
+* a rank SIGKILLed mid-allreduce (over the links, or on the board) is
+  named by every survivor within a second, and still nothing is left in
+  /dev/shm;
 * ranks that disagree on MCCL_TRANSPORT all fail, naming both values.
 
 Ranks are started by the harness of faults_test.py (each in its own session,
@@ -83,19 +84,21 @@ class ShmTest(unittest.TestCase):
                     self.assertRegex(err, rf"rank {r.rank}: rank {peer} over shared memory \(",
                                      r.describe())
             self.assertIn("2 of the peers over shared memory", err, r.describe())
+            self.assertIn(f"rank {r.rank}: host board for 3 ranks", err, r.describe())
         self.assert_nothing_left_in_dev_shm()
 
     def test_crashed_rank_is_named_within_a_second(self):
-        for world, victim in [(2, 1), (4, 2)]:
-            with self.subTest(world=world, victim=victim):
+        # 1M floats go over the links, 16 over the host board.
+        for world, victim, count in [(2, 1, 1048576), (4, 2, 1048576), (3, 1, 16)]:
+            with self.subTest(world=world, victim=victim, count=count):
                 try:
-                    self.check_crash(world, victim)
+                    self.check_crash(world, victim, count)
                 finally:
                     self.close_all()
                 self.assert_nothing_left_in_dev_shm()
 
-    def check_crash(self, world, victim):
-        ranks = self.start(world, ["stress", "1048576"])
+    def check_crash(self, world, victim, count):
+        ranks = self.start(world, ["stress", str(count)])
         for r in ranks:
             self.assertIsNotNone(r.wait_for_line(r"stress started", STARTUP_TIMEOUT),
                                  "a rank did not start:\n" + "\n".join(x.describe() for x in ranks))
@@ -109,7 +112,8 @@ class ShmTest(unittest.TestCase):
             failure = r.find_line(r"op failed after")
             self.assertIsNotNone(failure, r.describe())
             took = failure[0] - killed_at
-            print(f"  world {world}: rank {r.rank} named the crash of rank {victim} after {took * 1000:.0f} ms",
+            print(f"  world {world}, count {count}: rank {r.rank} named the crash of rank {victim} "
+                  f"after {took * 1000:.0f} ms",
                   file=sys.stderr)
             cause = re.split(r"op failed after \d+ ms:", failure[1], maxsplit=1)[-1]
             self.assertRegex(cause, rf"\blost rank {victim}\b", r.describe())

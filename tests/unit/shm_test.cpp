@@ -3,8 +3,11 @@
 // streaming through a small ring), the segment (opened through /proc, a
 // wrong nonce refused) and the connection over it with a loopback TCP
 // doorbell (a sleeping side is woken, never lost; a close is read after the
-// last bytes; a peer that vanishes without closing is seen).
+// last bytes; a peer that vanishes without closing is seen) and the host
+// board (banks reused safely over many ops, mismatches seen at once, waits
+// ended by deadline, stop or departure, a sleeper woken by the post).
 
+#include "transport/shm/shm_board.hpp"
 #include "transport/shm/shm_connection.hpp"
 #include "transport/shm/shm_ring.hpp"
 #include "transport/shm/shm_segment.hpp"
@@ -243,4 +246,131 @@ TEST(ShmConnection, APeerThatVanishesIsSeenBySleepingAndSpinningReaders) {
   while (!q.a->read_some(&byte, 1).closed && polls < 100000)
     ++polls;
   EXPECT_LT(polls, 1000) << "a spinning reader looks at the socket every few hundred empty polls";
+}
+
+// ---- the host board ----------------------------------------------------------
+
+namespace {
+
+/// Every rank's view of a board of `world` ranks, each its own mapping of
+/// one segment opened through /proc, as other processes would.
+struct board_views {
+  shm_segment first;
+  std::vector<std::unique_ptr<shm_board>> ranks;
+  board_views(int world, std::size_t slot) {
+    auto bytes = shm_board::segment_bytes(world, slot);
+    first = shm_segment::create(bytes);
+    for (int r = 0; r < world; ++r) {
+      shm_segment seg;
+      auto err = shm_segment::open(::getpid(), first.fd(), bytes, first.nonce(), seg);
+      if (!err.empty())
+        throw std::runtime_error(err);
+      ranks.push_back(std::make_unique<shm_board>(std::move(seg), world, r, slot));
+    }
+  }
+};
+
+board_tag tag(uint64_t v) {
+  board_tag t;
+  t.words[0] = v;
+  return t;
+}
+
+shm_board::waiting patient(std::chrono::milliseconds limit = 5000ms) {
+  shm_board::waiting how;
+  how.spin = 50us;
+  how.deadline = shm_board::clock::now() + limit;
+  how.stop = [] { return false; };
+  return how;
+}
+
+} // namespace
+
+TEST(ShmBoard, ThreeRanksExchangeManyOpsThroughTwoBanks) {
+  constexpr int world = 3;
+  board_views b(world, 256);
+  constexpr int ops = 2000;
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      for (int n = 0; n < ops; ++n) {
+        uint32_t mine = static_cast<uint32_t>(n * 10 + r);
+        b.ranks[r]->post(n, n, tag(7), &mine, sizeof mine);
+        for (int p = 0; p < world; ++p) {
+          if (p == r)
+            continue;
+          board_tag theirs;
+          uint64_t issued;
+          if (b.ranks[r]->wait(p, n, n, tag(7), patient(), &theirs, &issued) != shm_board::wait_result::posted) {
+            ++wrong;
+            return;
+          }
+          uint32_t got;
+          std::memcpy(&got, b.ranks[r]->bytes_of(p, n), sizeof got);
+          if (got != static_cast<uint32_t>(n * 10 + p))
+            ++wrong; // a bank overwritten before this rank read it
+        }
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST(ShmBoard, AnotherTagOrAnotherPathIsSeenAtOnce) {
+  board_views b(2, 64);
+  board_tag theirs;
+  uint64_t issued;
+  b.ranks[1]->post(0, 0, tag(2), nullptr, 0);
+  EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), patient(), &theirs, &issued), shm_board::wait_result::other_tag);
+  EXPECT_EQ(theirs, tag(2));
+  // Rank 1 issued seq 1 on the other path (noted, not posted).
+  b.ranks[1]->note(1, tag(9));
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(b.ranks[0]->wait(1, 1, 1, tag(1), patient(), &theirs, &issued), shm_board::wait_result::other_path);
+  EXPECT_EQ(theirs, tag(9));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+}
+
+TEST(ShmBoard, WaitsEndOnDeadlineStopOrDeparture) {
+  board_views b(2, 64);
+  board_tag theirs;
+  uint64_t issued = 0;
+  int asleep = 0;
+  auto how = patient(150ms);
+  how.asleep = [&] { ++asleep; };
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), how, &theirs, &issued), shm_board::wait_result::timed_out);
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, 150ms);
+  EXPECT_LT(took, 2s);
+  EXPECT_GT(asleep, 0) << "a long wait sleeps (and lets the caller read its links meanwhile)";
+
+  std::atomic<bool> stop{false};
+  auto stopping = patient();
+  stopping.stop = [&] { return stop.load(); };
+  std::thread stopper([&] { std::this_thread::sleep_for(50ms); stop = true; });
+  EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), stopping, &theirs, &issued), shm_board::wait_result::stopped);
+  stopper.join();
+
+  b.ranks[1]->depart(0);
+  EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), patient(), &theirs, &issued), shm_board::wait_result::departed);
+  EXPECT_EQ(issued, 0u);
+}
+
+TEST(ShmBoard, ASleepingWaiterIsWokenByThePost) {
+  board_views b(2, 64);
+  board_tag theirs;
+  uint64_t issued;
+  auto how = patient();
+  how.spin = 0us; // straight to the futex
+  std::thread poster([&] {
+    std::this_thread::sleep_for(30ms);
+    b.ranks[1]->post(0, 0, tag(1), nullptr, 0);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), how, &theirs, &issued), shm_board::wait_result::posted);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  poster.join();
 }

@@ -14,8 +14,10 @@ namespace mccl::transport {
 namespace {
 
 /// Empty polls between two looks at the doorbell socket while spinning:
-/// a few microseconds of polling, one system call.
+/// a few microseconds of polling, one system call; and the longest time
+/// between two looks when polls are rare (a driver passing by now and then).
 constexpr unsigned polls_per_peer_check = 256;
+constexpr auto peer_check_interval = std::chrono::milliseconds(5);
 
 } // namespace
 
@@ -55,7 +57,7 @@ io_result shm_connection::write_some(const iovec* iov, int count) {
       ring_peer();
     return {n, false, {}};
   }
-  if (armed_ || ++idle_polls_ % polls_per_peer_check == 0)
+  if (peer_check_due())
     check_peer();
   if (!peer_error_.empty() || peer_closed_)
     return {0, true, peer_error_};
@@ -71,7 +73,7 @@ io_result shm_connection::read_some(void* data, std::size_t len) {
       ring_peer();
     return {n, false, {}};
   }
-  if (armed_ || ++idle_polls_ % polls_per_peer_check == 0)
+  if (peer_check_due())
     check_peer();
   if (!peer_error_.empty() || peer_closed_) {
     // The peer's last bytes may have come after our read and before its
@@ -84,8 +86,15 @@ io_result shm_connection::read_some(void* data, std::size_t len) {
   return {};
 }
 
+bool shm_connection::peer_check_due() {
+  if (armed_ || ++idle_polls_ % polls_per_peer_check == 0)
+    return true;
+  return std::chrono::steady_clock::now() - last_peer_check_ >= peer_check_interval;
+}
+
 void shm_connection::check_peer() {
   armed_ = false;
+  last_peer_check_ = std::chrono::steady_clock::now();
   if (self_signalled_) {
     uint64_t drained;
     [[maybe_unused]] auto r = ::read(self_fd_, &drained, sizeof drained);

@@ -10,9 +10,9 @@
 /// right before they wait); the other side, after publishing bytes or room,
 /// sends one byte on the socket only if that flag was set. The kernel closes
 /// the socket when a process dies, so a crashed peer is seen at once by a
-/// sleeping rank and within a few microseconds of polling by a spinning one,
-/// exactly as over TCP; a clean close is read after the last bytes in the
-/// ring.
+/// sleeping rank, within a few microseconds of polling by a spinning one
+/// and within 5 ms by a driver that polls now and then, as over TCP; a
+/// clean close is read after the last bytes in the ring.
 ///
 /// A lost link resumed (MCCL_RECONNECT_MS) continues over the fresh TCP
 /// connection: the rings are left behind with the old one.
@@ -21,6 +21,7 @@
 #include "transport/shm/shm_segment.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <string>
 
@@ -53,6 +54,7 @@ private:
   /// when the ring is empty after an armed wait, and every few hundred empty
   /// polls (a spinning rank notices a crash as fast as a sleeping one).
   void check_peer();
+  bool peer_check_due();
   void self_signal() const;
 
   shm_segment segment_;
@@ -67,6 +69,7 @@ private:
   mutable bool self_signalled_ = false;
   bool write_blocked_ = false;    ///< the last write_some left bytes behind
   unsigned idle_polls_ = 0;
+  std::chrono::steady_clock::time_point last_peer_check_{};
   bool peer_closed_ = false;
   std::string peer_error_;
   std::atomic<bool> closed_{false};
