@@ -32,6 +32,8 @@ std::shared_ptr<comm_core> comm_core::create(comm_core_init init) {
 
 comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   flight_ = std::make_shared<flight_recorder>(init_.cfg.flight_recorder);
+  for (std::size_t k = 0; k < algo_named_.size(); ++k)
+    algo_named_[k] = init_.cfg.algo.rules.count(to_string(static_cast<op_kind>(k))) > 0;
   next_message_.assign(static_cast<std::size_t>(init_.world), 0);
   engine_options eo;
   eo.rank = init_.rank;

@@ -28,6 +28,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -147,6 +148,9 @@ private:
   uint64_t next_board_op_ = 0; ///< collectives issued to the board
   /// Board ops run one at a time, in the order they were numbered.
   std::mutex board_mutex_;
+  /// By op_kind: MCCL_ALGO has rules for it (then it may keep an op off the
+  /// board); worked out once, not per op.
+  std::array<bool, 32> algo_named_{};
   std::vector<uint64_t> next_message_; ///< sends issued, by peer
   uint64_t next_id_ = 1;    ///< 0 means "no op" to the engine
   std::mutex finalize_mutex_;

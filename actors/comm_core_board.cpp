@@ -16,8 +16,11 @@ namespace mccl::actors {
 // keeps it in the engine.
 bool comm_core::takes_board(const op_request& op) const {
   const auto& board = init_.board;
-  return board && fits_board(op, init_.world, board->slot_bytes())
-         && algo_for(init_.cfg.algo, to_string(op.kind), op.selection_bytes(init_.world)).empty();
+  if (!board || !fits_board(op, init_.world, board->slot_bytes()))
+    return false;
+  auto kind = static_cast<std::size_t>(op.kind);
+  return kind >= algo_named_.size() || !algo_named_[kind]
+         || algo_for(init_.cfg.algo, to_string(op.kind), op.selection_bytes(init_.world)).empty();
 }
 
 void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work) {

@@ -48,8 +48,11 @@ board_outcome wait_all(const board_call& call, const board_tag& mine) {
   for (int p = 0; p < call.world; ++p) {
     if (p == call.rank)
       continue;
-    auto where = "board exchange, " + std::to_string(seen) + " of " + std::to_string(call.world)
-                 + " ranks posted, waiting on " + rank_name(p);
+    // Spelled out only on failure: building it costs more than a small op.
+    auto where = [&] {
+      return "board exchange, " + std::to_string(seen) + " of " + std::to_string(call.world)
+             + " ranks posted, waiting on " + rank_name(p);
+    };
     board_tag theirs;
     uint64_t issued = 0;
     auto r = call.board->wait(p, call.n, call.seq, mine, how, &theirs, &issued);
@@ -63,17 +66,20 @@ board_outcome wait_all(const board_call& call, const board_tag& mine) {
                                 + ": " + rank_name(call.rank) + " issued " + describe(signature_of(mine)) + ", "
                                 + rank_name(p) + " issued " + describe(signature_of(theirs))
                                 + " (all ranks must issue the same collectives in the same order)",
-                where};
+                where()};
       case shm_board::wait_result::departed:
         return {errc::peer_lost,
                 rank_name(p) + " finalized after issuing " + std::to_string(issued)
                   + " collective(s); it never issued this one (do all ranks issue the same collectives?)",
-                where};
-      case shm_board::wait_result::stopped:
-        return call.closed();
+                where()};
+      case shm_board::wait_result::stopped: {
+        auto closed = call.closed();
+        closed.where = where();
+        return closed;
+      }
       case shm_board::wait_result::timed_out:
         return {errc::timeout, "timed out after MCCL_TIMEOUT_MS=" + std::to_string(call.timeout.count()) + " ms",
-                where};
+                where()};
     }
   }
   return {};

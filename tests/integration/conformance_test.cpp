@@ -10,7 +10,9 @@
 // dtype (2^-23 relative for float32, 2^-52 float64, 2^-10 float16, 2^-7
 // bfloat16) of the exact quotient.
 //
-// Ranks are threads of this process over loopback TCP. Ops are issued in
+// Ranks are threads of this process, linked over shared memory (one host;
+// small ops on the host board), or over loopback TCP with MCCL_TRANSPORT=tcp
+// (the "tcp." tests of CMakeLists.txt). Ops are issued in
 // batches and waited for together: this also exercises many ops in flight
 // on one communicator.
 
