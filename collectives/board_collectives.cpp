@@ -11,11 +11,15 @@ namespace {
 using transport::board_tag;
 using transport::shm_board;
 
-static_assert(sizeof(op_signature) <= sizeof(board_tag), "a signature fits a board tag");
-
+// A signature goes onto the board field by field (never as raw bytes: its
+// padding is indeterminate, and two ranks would see different tags).
 op_signature signature_of(const board_tag& t) noexcept {
   op_signature s;
-  std::memcpy(&s, t.words, sizeof s);
+  s.kind = static_cast<op_kind>(t.words[0] & 0xff);
+  s.type = static_cast<dtype>((t.words[0] >> 8) & 0xff);
+  s.op = static_cast<redop>((t.words[0] >> 16) & 0xff);
+  s.arg = static_cast<uint32_t>(t.words[0] >> 32);
+  s.count = t.words[1];
   return s;
 }
 
@@ -117,9 +121,11 @@ bool fits_board(const op_request& op, int world, std::size_t slot_bytes) noexcep
 }
 
 board_tag board_tag_of(const op_request& op, int world) noexcept {
-  board_tag t;
   auto s = op.signature(world);
-  std::memcpy(t.words, &s, sizeof s);
+  board_tag t;
+  t.words[0] = static_cast<uint64_t>(static_cast<uint8_t>(s.kind)) | static_cast<uint64_t>(static_cast<uint8_t>(s.type)) << 8
+               | static_cast<uint64_t>(static_cast<uint8_t>(s.op)) << 16 | static_cast<uint64_t>(s.arg) << 32;
+  t.words[1] = s.count;
   return t;
 }
 

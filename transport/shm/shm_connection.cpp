@@ -28,8 +28,13 @@ shm_connection::shm_connection(shm_segment segment, std::size_t ring_bytes, bool
     description_(std::move(description)) {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   self_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (epoll_fd_ < 0 || self_fd_ < 0)
-    throw error(errc::internal, "shared-memory link to " + description_ + ": " + std::strerror(errno));
+  if (epoll_fd_ < 0 || self_fd_ < 0) {
+    std::string why = std::strerror(errno);
+    for (int fd : {epoll_fd_, self_fd_})
+      if (fd >= 0)
+        ::close(fd);
+    throw error(errc::internal, "shared-memory link to " + description_ + ": " + why);
+  }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = self_fd_;
@@ -130,7 +135,7 @@ void shm_connection::ring_peer() {
 void shm_connection::self_signal() const {
   uint64_t one = 1;
   [[maybe_unused]] auto r = ::write(self_fd_, &one, sizeof one);
-  const_cast<shm_connection*>(this)->self_signalled_ = true;
+  self_signalled_ = true;
 }
 
 bool shm_connection::arm() const {
