@@ -57,40 +57,34 @@ void wait_for(const connection_ptr& c, clock::time_point deadline) {
   ::poll(&p, fd >= 0 ? 1 : 0, static_cast<int>(std::clamp<long long>(left, 0, 10)));
 }
 
-void send_all(const connection_ptr& c, const void* data, std::size_t len, clock::time_point deadline,
-              int peer) {
-  auto* p = static_cast<const uint8_t*>(data);
+/// Moves all `len` bytes to (`sending`) or from `c`, bounded by `deadline`.
+void transfer_all(const connection_ptr& c, uint8_t* data, std::size_t len, bool sending,
+                  clock::time_point deadline, int peer) {
   while (len > 0) {
-    iovec v{const_cast<uint8_t*>(p), len};
-    auto r = c->write_some(&v, 1);
+    iovec v{data, len};
+    auto r = sending ? c->write_some(&v, 1) : c->read_some(data, len);
     if (r.closed)
       throw error(errc::peer_lost, "shared-memory setup: " + c->description() + " closed the connection"
                                      + (r.error.empty() ? "" : ": " + r.error));
-    p += r.bytes;
+    data += r.bytes;
     len -= r.bytes;
     if (len > 0 && clock::now() >= deadline)
       throw error(errc::timeout, "shared-memory setup: " + rank_name(peer)
-                                   + " did not take our message before MCCL_CONNECT_TIMEOUT_MS");
+                                   + (sending ? " did not take our message" : " sent no answer")
+                                   + " within MCCL_CONNECT_TIMEOUT_MS");
     if (r.bytes == 0)
       wait_for(c, deadline);
   }
 }
 
-void recv_all(const connection_ptr& c, void* data, std::size_t len, clock::time_point deadline, int peer) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (len > 0) {
-    auto r = c->read_some(p, len);
-    if (r.closed)
-      throw error(errc::peer_lost, "shared-memory setup: " + c->description() + " closed the connection"
-                                     + (r.error.empty() ? "" : ": " + r.error));
-    p += r.bytes;
-    len -= r.bytes;
-    if (len > 0 && clock::now() >= deadline)
-      throw error(errc::timeout, "shared-memory setup: " + rank_name(peer)
-                                   + " sent no answer within MCCL_CONNECT_TIMEOUT_MS");
-    if (r.bytes == 0)
-      wait_for(c, deadline);
-  }
+template <class Message>
+void send_all(const connection_ptr& c, Message m, clock::time_point deadline, int peer) {
+  transfer_all(c, reinterpret_cast<uint8_t*>(&m), sizeof m, true, deadline, peer);
+}
+
+template <class Message>
+void recv_all(const connection_ptr& c, Message& m, clock::time_point deadline, int peer) {
+  transfer_all(c, reinterpret_cast<uint8_t*>(&m), sizeof m, false, deadline, peer);
 }
 
 std::string read_link(const char* path) {
@@ -249,14 +243,14 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
       set_reason(offer.reason, e.message());
       refused[p] = rank_name(o.rank) + " could not create a segment: " + e.message();
     }
-    send_all(conns[p], &offer, sizeof offer, o.deadline, p);
+    send_all(conns[p], offer, o.deadline, p);
   }
   std::map<int, shm_segment> opened;
   for (int p : local) {
     if (p > o.rank)
       continue;
     shm_offer offer;
-    recv_all(conns[p], &offer, sizeof offer, o.deadline, p);
+    recv_all(conns[p], offer, o.deadline, p);
     shm_reply reply;
     std::string why;
     if (offer.magic != offer_magic)
@@ -278,11 +272,11 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
     set_reason(reply.reason, why);
     if (!why.empty())
       refused[p] = why;
-    send_all(conns[p], &reply, sizeof reply, o.deadline, p);
+    send_all(conns[p], reply, o.deadline, p);
   }
   for (auto& [p, seg] : made) {
     shm_reply reply;
-    recv_all(conns[p], &reply, sizeof reply, o.deadline, p);
+    recv_all(conns[p], reply, o.deadline, p);
     if (reply.magic != reply_magic)
       refused[p] = rank_name(p) + " answered the offer with a malformed reply";
     else if (!reply.ok)
