@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""Medians over rounds of p50 and busbw per size from the roundN_*.txt tables here.
+"""Medians over rounds of p50 and busbw per size from the roundN_*.txt tables that
+bench/device_rounds.sh wrote into a results folder, as markdown on stdout.
 
-  python3 bench/shm_16/make_table.py 1 2 3     # rounds 1-3 -> markdown on stdout
+  python3 bench/device_table.py bench/shm_16 1 2 3
+  python3 bench/device_table.py bench/board_16 1 2 3 --before bench/shm_16
+
+With --before DIR it adds mccl shm p50 against DIR's rounds BEFORE_ROUNDS (an
+earlier build), and the algorithm mccl-bench printed per size.
 """
 import re
 import statistics
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+BEFORE_ROUNDS = [1, 2, 3]
 VARIANTS = ["mccl", "mccltcp", "mpism", "mpitcp"]
 
 
@@ -20,7 +25,8 @@ def parse(path):
             continue
         f = line.split()
         if len(f) >= 7 and f[0].isdigit():
-            rows[int(f[0])] = (float(f[2]), float(f[5]), f[6])  # p50 us, busbw GB/s, check
+            # p50 us, busbw GB/s, check, algorithm (mccl-bench only)
+            rows[int(f[0])] = (float(f[2]), float(f[5]), f[6], " ".join(f[7:]))
     return rows
 
 
@@ -35,8 +41,8 @@ def human(b):
     return f"{b} B"
 
 
-def main(rounds):
-    data = {v: [parse(HERE / f"round{r}_{v}.txt") for r in rounds] for v in VARIANTS + ["mccl4", "mpism4"]}
+def main(here, rounds, before_dir=None):
+    data = {v: [parse(here / f"round{r}_{v}.txt") for r in rounds] for v in VARIANTS + ["mccl4", "mpism4"]}
     bad = [(v, r) for v in data for r, t in zip(rounds, data[v]) for s in t if t[s][2] != "ok"]
     sizes = sorted(data["mccl"][0])
     p = {v: {s: med([t[s][0] for t in data[v] if s in t]) for s in sizes} for v in VARIANTS}
@@ -66,7 +72,33 @@ def main(rounds):
               f"16-rank / 4-rank = {b[v16][big] / b4:.2f}"
               f" ({'within' if b[v16][big] >= 0.8 * b4 else 'NOT within'} 20%)")
     print(f"\nCheck column: {'all ok' if not bad else 'NOT ok in ' + str(bad)}")
+    if before_dir is None:
+        return
 
+    before = {v: [parse(before_dir / f"round{r}_{v}.txt") for r in BEFORE_ROUNDS] for v in ("mccl", "mpism")}
+    pb = {v: {s: med([t[s][0] for t in before[v] if s in t]) for s in sizes} for v in before}
+    algs = {v: {s: sorted({t[s][3] for t in data[v] if s in t}) for s in sizes} for v in ("mccl", "mccltcp")}
+    print(f"\nmccl shm (MCCL_TRANSPORT=auto) p50, before ({before_dir.name}, rounds "
+          f"{', '.join(map(str, BEFORE_ROUNDS))}, median) and now (rounds {', '.join(map(str, rounds))}, median); "
+          "the two were measured in different machine sessions, so Open MPI sm, unchanged, is shown the same way "
+          "as a reference for the difference between sessions. Algorithm: as mccl-bench printed it "
+          "(\" / \" between differing rounds).\n")
+    print(f"| size | mccl shm p50 before ({before_dir.name}) | mccl shm p50 now | mccl now / before "
+          f"| MPI sm p50 before ({before_dir.name}) | MPI sm p50 now | MPI sm now / before "
+          "| algorithm now, mccl shm | algorithm now, mccl tcp |")
+    print("|---:|---:|---:|---:|---:|---:|---:|:---|:---|")
+    for s in sizes:
+        print(f"| {human(s)} | {pb['mccl'][s]:.1f} | {p['mccl'][s]:.1f} | {p['mccl'][s] / pb['mccl'][s]:.2f} | "
+              f"{pb['mpism'][s]:.1f} | {p['mpism'][s]:.1f} | {p['mpism'][s] / pb['mpism'][s]:.2f} | "
+              f"{' / '.join(algs['mccl'][s])} | {' / '.join(algs['mccltcp'][s])} |")
+    print("\nmccl shm p50 per round (µs), now: "
+          + "; ".join(f"{human(s)} " + ", ".join(f"{t[s][0]:.1f}" for t in data["mccl"]) for s in sizes if s <= 16 << 10))
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [1, 2, 3])
+    args = sys.argv[1:]
+    before = None
+    if "--before" in args:
+        i = args.index("--before")
+        before = Path(args[i + 1])
+        del args[i:i + 2]
+    main(Path(args[0]), [int(a) for a in args[1:]] or [1, 2, 3], before)
