@@ -200,7 +200,10 @@ def stop_ranks(ranks):
         r.close()
 
 
-class FaultTest(unittest.TestCase):
+class RankTest(unittest.TestCase):
+    """What every test of ranks as processes needs: the rank program checked
+    once, the ranks started by start() stopped and reaped after each test."""
+
     @classmethod
     def setUpClass(cls):
         if not os.access(MCCL_CHECK, os.X_OK):
@@ -221,6 +224,8 @@ class FaultTest(unittest.TestCase):
         self.ranks.extend(started)
         return started
 
+
+class FaultTest(RankTest):
     @staticmethod
     def log(text):
         print(text, file=sys.stderr, flush=True)

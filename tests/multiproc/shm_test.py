@@ -21,7 +21,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from faults_test import MCCL_CHECK, STARTUP_TIMEOUT, Rank, free_port, stop_ranks  # noqa: E402
+from faults_test import STARTUP_TIMEOUT, RankTest, free_port  # noqa: E402
 
 RUN_BOUND = 120.0
 # The issue's promise: a crashed peer is detected and named within 1 s.
@@ -35,30 +35,20 @@ def dev_shm():
         return set()
 
 
-class ShmTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not os.access(MCCL_CHECK, os.X_OK):
-            raise AssertionError(f"mccl_check not found at {MCCL_CHECK}; build it or set MCCL_CHECK")
-
+class ShmTest(RankTest):
     def setUp(self):
-        self.ranks = []
-        self.addCleanup(self.close_all)
+        super().setUp()
         self.shm_before = dev_shm()
 
-    def close_all(self):
-        stop_ranks(self.ranks)
-        self.ranks = []
-
-    def start(self, world, args, env=None, per_rank_env=None):
+    def start_with(self, world, args, env=None, per_rank_env=None):
+        """start() with INFO logs and a 20 s op deadline; per_rank_env: {rank: {...}}."""
         port = free_port()
         started = []
         for r in range(world):
             extra = {"MCCL_TIMEOUT_MS": "20000", "MCCL_LOG_LEVEL": "INFO"}
             extra.update(env or {})
             extra.update((per_rank_env or {}).get(r, {}))
-            started.append(Rank(r, world, port, args, extra))
-        self.ranks.extend(started)
+            started += self.start(world, args, ranks=[r], port=port, extra_env=extra)
         return started
 
     def finish(self, ranks, bound=RUN_BOUND):
@@ -74,7 +64,7 @@ class ShmTest(unittest.TestCase):
         self.assertEqual(left, set(), f"files left in /dev/shm: {sorted(left)}")
 
     def test_every_pair_over_shared_memory_exact_and_nothing_left(self):
-        ranks = self.start(3, ["allreduce", "0", "1", "7", "262147", "4194304"], {"MCCL_TRANSPORT": "shm"})
+        ranks = self.start_with(3, ["allreduce", "0", "1", "7", "262147", "4194304"], {"MCCL_TRANSPORT": "shm"})
         self.finish(ranks)
         for r in ranks:
             self.assertEqual(r.returncode, 0, r.describe())
@@ -98,7 +88,7 @@ class ShmTest(unittest.TestCase):
                 self.assert_nothing_left_in_dev_shm()
 
     def check_crash(self, world, victim, count):
-        ranks = self.start(world, ["stress", str(count)])
+        ranks = self.start_with(world, ["stress", str(count)])
         for r in ranks:
             self.assertIsNotNone(r.wait_for_line(r"stress started", STARTUP_TIMEOUT),
                                  "a rank did not start:\n" + "\n".join(x.describe() for x in ranks))
@@ -120,7 +110,7 @@ class ShmTest(unittest.TestCase):
             self.assertLessEqual(took, CRASH_NAMED_WITHIN, r.describe())
 
     def test_ranks_disagreeing_on_the_transport_all_fail_naming_both(self):
-        ranks = self.start(2, ["allreduce", "1"], per_rank_env={0: {"MCCL_TRANSPORT": "auto"},
+        ranks = self.start_with(2, ["allreduce", "1"], per_rank_env={0: {"MCCL_TRANSPORT": "auto"},
                                                                 1: {"MCCL_TRANSPORT": "tcp"}})
         self.finish(ranks, bound=60.0)
         for r in ranks:
