@@ -5,6 +5,7 @@
 #include "actors/communicator_impl.hpp"
 
 #include "collectives/registry.hpp"
+#include <mccl/program.hpp>
 #include "config/log.hpp"
 #include "transport/fault/fault_connection.hpp"
 #include "transport/shm/shm_setup.hpp"
@@ -18,7 +19,6 @@
 #include <cstdlib>
 #include <algorithm>
 #include <random>
-#include <set>
 
 namespace mccl {
 
@@ -138,12 +138,12 @@ std::shared_ptr<transport::fault_injector> make_fault_injector(communicator::imp
   return std::make_shared<transport::fault_injector>(*scenario, o.rank, p.fault_report);
 }
 
-/// Hosts of the communicator: distinct host identities (shm_setup.hpp),
-/// or where a rank could not read its boot id, distinct first addresses.
-int count_hosts(const std::vector<std::string>& identities, const transport::mesh_options& mo) {
-  if (std::find(identities.begin(), identities.end(), std::string()) != identities.end())
-    return transport::count_hosts(mo);
-  return static_cast<int>(std::set<std::string>(identities.begin(), identities.end()).size());
+/// The host of every rank: host identities (shm_setup.hpp), or where a
+/// rank could not read its boot id, first published addresses.
+std::vector<int> host_of_ranks(const std::vector<std::string>& identities,
+                               const transport::mesh_options& mo) {
+  bool known = std::find(identities.begin(), identities.end(), std::string()) == identities.end();
+  return sched::number_hosts(known ? identities : transport::host_addresses(mo));
 }
 
 } // namespace
@@ -254,6 +254,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     so.rank = o.rank;
     so.world = o.world_size;
     so.mode = to_string(cfg.transport);
+    so.host_id = cfg.host_id;
     so.ring_bytes = cfg.shm_ring_bytes;
     // Board ops run to their end in the call, so no larger than
     // MCCL_INLINE_BYTES allows; fault scenarios act on links: with one,
@@ -264,7 +265,8 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     so.key_prefix = prefix;
     auto shm = transport::setup_shm_links(conns, so);
     board = shm.board;
-    cfg.hosts = count_hosts(shm.hosts, mo);
+    cfg.host_of = host_of_ranks(shm.hosts, mo);
+    cfg.hosts = sched::host_count(cfg.host_of);
     MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s) over "
                            << sockets << " socket(s), " << cfg.hosts << " host(s); "
                            << shm.shm_peers << " of the peers over shared memory"

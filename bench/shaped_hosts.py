@@ -2,14 +2,16 @@
 """mccl-bench across emulated hosts on shaped links: busbw as a fraction of
 the shaped rate.
 
-    sudo /usr/bin/python3 bench/shaped_hosts.py [--hosts 3] [--rate 1gbit] [--shaper htb]
-         [--networks 1] [--ops allreduce,allgather,broadcast] [-b 1M] [-e 64M] [--rounds 3]
-         [--env K=V ...] [--variant 'NAME|K=V|K=V' ...]
+    sudo /usr/bin/python3 bench/shaped_hosts.py [--hosts 3] [--ranks-per-host 1] [--rate 1gbit]
+         [--shaper htb] [--networks 1] [--ops allreduce,allgather,broadcast] [-b 1M] [-e 64M]
+         [--rounds 3] [--env K=V ...] [--variant 'NAME|K=V|K=V' ...]
 
 Builds --hosts network namespaces joined by a bridge per network (see
 tests/multihost/netns_hosts.py), every host link limited to --rate in both
-directions, starts one rank per host over ssh with mcclrun, and prints per op
-and size the median busbw of --rounds runs and busbw / rate.  With
+directions, starts --ranks-per-host ranks per host over ssh with mcclrun
+(ranks 0..K-1 on the first host, and so on; the ranks of one host share
+memory), and prints per op and size the median busbw of --rounds runs and
+busbw / rate.  With
 --networks 2 each host has two addresses (two shaped links) and the hostfile
 lists both.  Needs root.  Everything is removed afterwards.
 
@@ -45,6 +47,7 @@ def rate_bytes_per_s(text):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--hosts", type=int, default=3)
+    p.add_argument("--ranks-per-host", type=int, default=1)
     p.add_argument("--rate", default="1gbit")
     p.add_argument("--shaper", default="htb", choices=("htb", "tbf"))
     p.add_argument("--networks", type=int, default=1)
@@ -67,7 +70,7 @@ def main():
                                    shaper=opts.shaper) as hosts:
         hostfile = os.path.join(hosts.workdir, "hosts.json")
         with open(hostfile, "w") as f:
-            json.dump(hosts.hostfile(slots=1), f)
+            json.dump(hosts.hostfile(slots=opts.ranks_per_host), f)
         for rnd in range(opts.rounds):
             for name, env in variants:
                 for op in opts.ops.split(","):
@@ -85,7 +88,7 @@ def main():
                         if line.startswith("{"):
                             row = json.loads(line)
                             results.setdefault((name, op, row["bytes"]), []).append(row)
-    print(f"# {opts.hosts} hosts x 1 rank, {opts.networks} network(s), {opts.shaper} "
+    print(f"# {opts.hosts} hosts x {opts.ranks_per_host} rank(s), {opts.networks} network(s), {opts.shaper} "
           f"{opts.rate} per host link and direction ({rate / 1e6:.1f} MB/s), "
           f"median of {opts.rounds}; env: {' '.join(opts.env) or 'defaults'}")
     for name, env in variants:

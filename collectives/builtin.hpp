@@ -40,6 +40,12 @@ factory_fn make_allgather_bidir_ring;
 factory_fn make_reduce_scatter_ring;
 factory_fn make_reduce_scatter_rd;
 
+// Host-aware step programs (program.hpp): inside hosts, then across them.
+factory_fn make_allreduce_hier;
+factory_fn make_reduce_scatter_hier;
+factory_fn make_allgather_hier;
+factory_fn make_broadcast_hier;
+
 // gather, scatter, alltoall: every block goes straight to its rank.
 factory_fn make_gather_linear;
 factory_fn make_scatter_linear;

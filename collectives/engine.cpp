@@ -34,7 +34,8 @@ const void* this_thread_id() noexcept {
 
 engine::engine(engine_options opts, std::vector<transport::connection_ptr> conns,
                engine_listener& listener)
-  : opts_(std::move(opts)), listener_(listener), now_(opts_.now()) {
+  : opts_(std::move(opts)), listener_(listener),
+    host_of_(std::make_shared<const std::vector<int>>(opts_.cfg.host_of)), now_(opts_.now()) {
   knock_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (knock_fd_ < 0)
     throw error(errc::internal, std::string("engine: eventfd: ") + std::strerror(errno));

@@ -247,6 +247,7 @@ private:
 
   engine_options opts_;
   engine_listener& listener_;
+  std::shared_ptr<const std::vector<int>> host_of_; ///< opts_.cfg.host_of, shared with every op
   std::vector<std::unique_ptr<transport::channel>> channels_; ///< by rank
   std::vector<p2p_matcher> matchers_;                         ///< by rank
 

@@ -132,6 +132,7 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
   args.op = *op;
   args.op.done = nullptr; // the session never completes the Work itself
   args.chunk_bytes = opts_.cfg.chunk_bytes;
+  args.host_of = host_of_;
   auto owned = std::make_unique<engine_op>(*this, op, bytes, std::move(args), name, std::move(factory), now);
   auto& eo = *owned;
   ops_.emplace(op->id, std::move(owned));

@@ -4,6 +4,7 @@
 #include <string>
 
 #include <mccl/schedule.hpp>
+#include "collectives/program_merge.hpp"
 #include "collectives/schedule_checks.hpp"
 #include <mccl/error.hpp>
 
@@ -84,15 +85,9 @@ struct span {
 // of a transfer derive the same block set, so they list the same ranges in
 // the same order, and adjacent blocks travel as one transfer.
 std::vector<span> spans_of(std::vector<int> blocks) {
-  std::sort(blocks.begin(), blocks.end());
-  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
   std::vector<span> out;
-  for (int b : blocks) {
-    if (!out.empty() && out.back().first + out.back().count == b)
-      ++out.back().count;
-    else
-      out.push_back({b, 1});
-  }
+  for (auto [first, count] : step_merger::ranges_of(std::move(blocks)))
+    out.push_back({first, count});
   return out;
 }
 
@@ -329,35 +324,14 @@ template <class Build, class EvenBlock, class OddBlock>
 program bidirectional(int rank, int world, Build build, EvenBlock even_block, OddBlock odd_block) {
   auto cw = build(rank);
   auto ccw = build(world - 1 - rank);
+  step_merger merged;
+  merged.embed(cw, 0, [](int peer) { return peer; },
+               [&](int b) { return std::vector<int>{even_block(b)}; });
+  merged.embed(ccw, 0, [world](int peer) { return world - 1 - peer; },
+               [&](int b) { return std::vector<int>{odd_block(b)}; });
   program prog;
   prog.blocks = 2 * cw.blocks;
-  auto steps = std::max(cw.steps.size(), ccw.steps.size());
-  for (std::size_t s = 0; s < steps; ++s) {
-    struct group {
-      xfer_kind kind;
-      int peer;
-      std::vector<int> blocks;
-    };
-    std::vector<group> groups; // in order of first appearance
-    auto take = [&](const program& ring, bool mirrored, auto block_of) {
-      if (s >= ring.steps.size())
-        return;
-      for (const auto& x : ring.steps[s].xfers) {
-        int peer = mirrored ? world - 1 - x.peer : x.peer;
-        auto g = std::find_if(groups.begin(), groups.end(),
-                              [&](const group& g) { return g.kind == x.kind && g.peer == peer; });
-        if (g == groups.end())
-          g = groups.insert(groups.end(), group{x.kind, peer, {}});
-        for (int b = x.first_block; b < x.first_block + x.block_count; ++b)
-          g->blocks.push_back(block_of(b));
-      }
-    };
-    take(cw, false, even_block);
-    take(ccw, true, odd_block);
-    for (const auto& g : groups)
-      add_spans(prog, static_cast<int>(s), g.kind, g.peer, spans_of(g.blocks));
-  }
-  pad(prog, static_cast<int>(steps));
+  merged.write_to(prog, static_cast<int>(std::max(cw.steps.size(), ccw.steps.size())));
   for (int b : cw.initial_blocks)
     prog.initial_blocks.push_back(even_block(b));
   for (int b : ccw.initial_blocks)

@@ -132,6 +132,25 @@ std::unique_ptr<algorithm> reduce(collective_io& io, const collective_args& a, s
   return run(io, a, std::move(p), std::move(b), name);
 }
 
+/// broadcast: balanced blocks of the vector; the root's input is the data.
+std::unique_ptr<algorithm> broadcast(collective_io& io, const collective_args& a, sched::program p,
+                                     const char* name) {
+  const auto& op = a.op;
+  program_buffers b;
+  b.work = bytes_of(op.recv);
+  b.block_elems = balanced(op.count, p.blocks);
+  if (a.rank == op.root)
+    input_everywhere(b, op, op.count);
+  return run(io, a, std::move(p), std::move(b), name);
+}
+
+/// The host of every rank, as the host-aware programs take it.
+std::vector<int> hosts_of(const collective_args& a) {
+  if (a.host_of && static_cast<int>(a.host_of->size()) == a.world)
+    return *a.host_of;
+  return std::vector<int>(static_cast<std::size_t>(a.world), 0);
+}
+
 } // namespace
 
 std::unique_ptr<algorithm> make_allreduce_rd(collective_io& io, const collective_args& a) {
@@ -178,14 +197,26 @@ std::unique_ptr<algorithm> make_reduce_ring(collective_io& io, const collective_
 
 std::unique_ptr<algorithm> make_broadcast_scatter_allgather(collective_io& io,
                                                             const collective_args& a) {
-  const auto& op = a.op;
-  program_buffers b;
-  b.work = bytes_of(op.recv);
-  auto p = sched::scatter_allgather_broadcast(a.rank, a.world, op.root);
-  b.block_elems = balanced(op.count, p.blocks);
-  if (a.rank == op.root)
-    input_everywhere(b, op, op.count);
-  return run(io, a, std::move(p), std::move(b), "scatter-allgather broadcast");
+  return broadcast(io, a, sched::scatter_allgather_broadcast(a.rank, a.world, a.op.root),
+                   "scatter-allgather broadcast");
+}
+
+std::unique_ptr<algorithm> make_allreduce_hier(collective_io& io, const collective_args& a) {
+  return allreduce(io, a, sched::hier_allreduce(a.rank, hosts_of(a)), "host-aware allreduce");
+}
+
+std::unique_ptr<algorithm> make_reduce_scatter_hier(collective_io& io, const collective_args& a) {
+  return reduce_scatter(io, a, sched::hier_reduce_scatter(a.rank, hosts_of(a)),
+                        "host-aware reduce-scatter");
+}
+
+std::unique_ptr<algorithm> make_allgather_hier(collective_io& io, const collective_args& a) {
+  return allgather(io, a, sched::hier_allgather(a.rank, hosts_of(a)), "host-aware allgather");
+}
+
+std::unique_ptr<algorithm> make_broadcast_hier(collective_io& io, const collective_args& a) {
+  return broadcast(io, a, sched::hier_broadcast(a.rank, hosts_of(a), a.op.root),
+                   "host-aware broadcast");
 }
 
 } // namespace mccl::builtin

@@ -78,6 +78,10 @@ void register_builtin_algorithms() {
     register_algorithm(op_kind::allgather, "bidir_ring", make_allgather_bidir_ring);
     register_algorithm(op_kind::reduce_scatter, "ring", make_reduce_scatter_ring);
     register_algorithm(op_kind::reduce_scatter, "rd", make_reduce_scatter_rd);
+    register_algorithm(op_kind::allreduce, "hier", make_allreduce_hier);
+    register_algorithm(op_kind::broadcast, "hier", make_broadcast_hier);
+    register_algorithm(op_kind::allgather, "hier", make_allgather_hier);
+    register_algorithm(op_kind::reduce_scatter, "hier", make_reduce_scatter_hier);
     register_algorithm(op_kind::gather, "linear", make_gather_linear);
     register_algorithm(op_kind::scatter, "linear", make_scatter_linear);
     register_algorithm(op_kind::alltoall, "pairwise", make_alltoall_pairwise);
@@ -102,6 +106,15 @@ bool power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
 // algorithms were within noise of each other, the simpler one is kept.
 std::string default_algorithm(op_kind kind, std::size_t bytes, int world, const config& cfg) {
   bool small = bytes <= cfg.small_msg_threshold;
+  // Several hosts, several ranks on some: from a megabyte, where the links
+  // between hosts are the limit, the host-aware programs send across hosts
+  // only what the op needs (a flat ring crosses a host boundary on every
+  // edge that leaves a host) and share it among each host's ranks
+  // (bench/RESULTS.md, "Host-aware collectives").
+  if (cfg.hosts > 1 && world > cfg.hosts && bytes >= MiB
+      && (kind == op_kind::allreduce || kind == op_kind::allgather
+          || kind == op_kind::reduce_scatter || kind == op_kind::broadcast))
+    return "hier";
   switch (kind) {
     case op_kind::allreduce:
       if (world == 2) // one round either way; direct pipelines large ones

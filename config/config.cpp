@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -298,6 +299,19 @@ const setting_def setting_table[] = {
    "Every rank must use the same value.",
    [](config& cfg, const std::string& text) {
      cfg.shm_board_bytes = parse_bytes(text, 0, mib);
+   }},
+  {"MCCL_HOST_ID", "", "up to 64 letters, digits, '.', '_', ':' or '-', or empty",
+   "Splits a machine into several hosts: ranks with different values never share memory and "
+   "count as different hosts (containers that share a kernel; host-aware algorithms tried on "
+   "one machine). Ranks on different machines are different hosts whatever it says.",
+   [](config& cfg, const std::string& text) {
+     if (text.size() > 64)
+       throw bad_value{};
+     for (char c : text)
+       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != ':'
+           && c != '-')
+         throw bad_value{};
+     cfg.host_id = text;
    }},
   {"MCCL_CHUNK_BYTES", "1M", "a byte size between 4K and 1G (suffixes K, M, G; e.g. 1M)",
    "Pipelining chunk size; the default comes from MCCL_LINK_PROFILE.",
@@ -666,6 +680,7 @@ std::string describe(const config& cfg) {
       return cfg.sockets_per_peer == 0 ? "0 (auto)" : std::to_string(cfg.sockets_per_peer);
     if (name == "MCCL_SHM_RING_BYTES") return format_byte_size(cfg.shm_ring_bytes);
     if (name == "MCCL_SHM_BOARD_BYTES") return format_byte_size(cfg.shm_board_bytes);
+    if (name == "MCCL_HOST_ID") return quoted(cfg.host_id);
     if (name == "MCCL_CHUNK_BYTES") return format_byte_size(cfg.chunk_bytes);
     if (name == "MCCL_SMALL_MSG_THRESHOLD") return format_byte_size(cfg.small_msg_threshold);
     if (name == "MCCL_INLINE_BYTES") return format_byte_size(cfg.inline_bytes);

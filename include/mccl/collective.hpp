@@ -179,6 +179,9 @@ struct collective_args {
   int world = 1;
   op_request op;                        ///< copy of the request (buffers, count, dtype, ...)
   std::size_t chunk_bytes = 1 << 20;    ///< pipelining chunk (MCCL_CHUNK_BYTES)
+  /// The host of every rank (config::host_of): ranks with equal values
+  /// share a host. Null or empty: unknown, taken as one host.
+  std::shared_ptr<const std::vector<int>> host_of;
 };
 
 class algorithm {

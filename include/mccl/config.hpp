@@ -90,6 +90,9 @@ struct config {
   /// All ranks on one host: collectives up to this many bytes per rank go
   /// over the host board; 0: never.
   std::size_t shm_board_bytes = std::size_t{16} << 10;
+  /// Appended to this rank's host identity: ranks with different values are
+  /// different hosts even on one machine; "" = the machine decides alone.
+  std::string host_id;
   /// Pipelining chunk size in bytes; the default comes from the profile.
   std::size_t chunk_bytes = std::size_t{1} << 20;
   /// Ops of at most this many bytes take the latency path.
@@ -115,9 +118,14 @@ struct config {
   /// Retransmits of one chunk after CRC32C mismatches before the op fails.
   int crc_retries = 3;
   /// Not a setting: how many hosts the communicator's ranks run on, derived
-  /// when it connects (transport::count_hosts), the same on every rank. The
-  /// built-in algorithm table uses it where links, not CPUs, are the limit.
+  /// when it connects, the same on every rank. The built-in algorithm table
+  /// uses it where links, not CPUs, are the limit.
   int hosts = 1;
+  /// Not a setting: the host of every rank (ranks with equal values share a
+  /// host; hosts are numbered 0.. in the order of their lowest rank), derived
+  /// with `hosts`. Empty: unknown, taken as one host. Host-aware algorithms
+  /// (MCCL_ALGO=...:hier) plan their steps from it.
+  std::vector<int> host_of;
   /// Fault-injection scenario file (JSON); "" = no faults injected.
   std::string faults;
   /// Where the fault report goes; "" = next to the scenario (see README).

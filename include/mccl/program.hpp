@@ -170,4 +170,49 @@ program tree_reduce(int rank, int world, int root);
 /// receives of the last step in rank order.
 program ring_reduce(int rank, int world, int root);
 
+// ---- host-aware (hierarchical) ----------------------------------------------
+// For ranks spread over several hosts: host_of[r] names rank r's host (ranks
+// with equal values share one; any values, hosts are ordered by their
+// lowest rank). Traffic between hosts, the slow links, is kept to what the
+// op needs, and shared among the ranks of a host ("stripes"): with S the
+// fewest ranks any host has, a host's first S ranks (its core) each carry
+// 1/S of the inter-host traffic, with the rank of the same place on every
+// other host; the rest of a host's ranks (its extras) hand their data to
+// core rank (place mod S) first and get the result from it at the end, one
+// extra per core rank and step. Every builder throws
+// mccl::error(invalid_argument) for an empty host_of, rank outside it or a
+// root outside it. The inner phases are rings; on one host the inter-host
+// phase is empty, with one rank per host the intra-host phases are.
+
+/// Hosts numbered 0.. in the order of their lowest rank: keys[r] names rank
+/// r's host (an identity, an address); equal keys, equal numbers.
+std::vector<int> number_hosts(const std::vector<std::string>& keys);
+
+/// How many distinct hosts host_of names (0 for an empty one).
+int host_count(const std::vector<int>& host_of);
+
+/// allreduce over S * H blocks (H hosts): ring reduce-scatter of S stripes
+/// inside each host's core, ring allreduce of each stripe across hosts
+/// (among the core ranks of that stripe), ring allgather inside each core.
+/// Starts and ends with all blocks.
+program hier_allreduce(int rank, const std::vector<int>& host_of);
+
+/// reduce_scatter over world blocks (block b is rank b's result): ring
+/// reduce-scatter inside each host's core (stripe k: the blocks of every
+/// host's ranks of place k mod S), then ring reduce-scatter of each stripe
+/// across hosts. Starts with all blocks, ends with block `rank`.
+program hier_reduce_scatter(int rank, const std::vector<int>& host_of);
+
+/// allgather over world blocks (block b is rank b's data): ring allgather
+/// of each stripe across hosts, then ring allgather of the stripes inside
+/// each host's core. Starts with block `rank`, ends with all.
+program hier_allgather(int rank, const std::vector<int>& host_of);
+
+/// broadcast over S blocks: the root (first of its host's core) hands block
+/// k to its host's core rank k, each stripe travels a chain across the
+/// hosts (pipelined chunk by chunk), a ring allgather inside each core
+/// completes every core rank. The root starts with all blocks, every rank
+/// ends with all.
+program hier_broadcast(int rank, const std::vector<int>& host_of, int root);
+
 } // namespace mccl::sched

@@ -12,7 +12,9 @@
 //
 // Ranks are threads of this process, linked over shared memory (one host;
 // small ops on the host board), or over loopback TCP with MCCL_TRANSPORT=tcp
-// (the "tcp." tests of CMakeLists.txt). Ops are issued in
+// (the "tcp." tests of CMakeLists.txt); the host-aware configurations
+// split them into hosts with MCCL_HOST_ID, so their links are a mix of
+// shared memory (inside a host) and TCP (between hosts). Ops are issued in
 // batches and waited for together: this also exercises many ops in flight
 // on one communicator.
 
@@ -531,13 +533,18 @@ private:
 };
 
 /// One algorithm configuration: MCCL_ALGO, and whether it runs every
-/// operation or only allreduce (and allgather(v) when `gathers`).
+/// operation or only allreduce (and allgather(v) when `gathers`); with
+/// `host_of`, rank r of a world w acts as if on host host_of(r, w)
+/// (MCCL_HOST_ID): shared memory inside such a host, TCP between them.
 struct algo_config {
   const char* name;
   const char* algo;
   bool full;
   bool gathers = false;
+  int (*host_of)(int rank, int world) = nullptr;
 };
+
+constexpr const char* host_aware = "allreduce=hier;broadcast=hier;allgather=hier;reduce_scatter=hier";
 
 const algo_config configs[] = {
   {"table", "", true},
@@ -547,7 +554,12 @@ const algo_config configs[] = {
   {"oneshot", "allreduce=oneshot", false},
   {"direct", "allreduce=direct", false},
   {"bidir_ring", "allreduce=bidir_ring;allgather=bidir_ring", false, true},
+  // Two hosts, ranks alternating (3 ranks: 2 + 1, so one rank folds in).
+  {"hier_alternating", host_aware, true, false, [](int r, int) { return r % 2; }},
+  // Pairs of ranks over three hosts (8 ranks: 4 + 2 + 2).
+  {"hier_pairs", host_aware, true, false, [](int r, int) { return r / 2 % 3; }},
 };
+constexpr int config_count = static_cast<int>(sizeof configs / sizeof configs[0]);
 
 class Conformance : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
@@ -561,13 +573,19 @@ TEST_P(Conformance, MatchesTheReference) {
   o.set("MCCL_CHUNK_BYTES", 4096); // the smallest chunk: many chunks per transfer
   o.set("MCCL_LOG_LEVEL", "warn");
   o.set("MCCL_ALGO", cfg.algo);
-  mccl_test::run_ranks(rt, world, o, [&](mccl::communicator& comm) {
+  auto settings_of = [&](int rank) {
+    auto mine = o;
+    if (cfg.host_of)
+      mine.set("MCCL_HOST_ID", "host" + std::to_string(cfg.host_of(rank, world)));
+    return mine;
+  };
+  mccl_test::run_ranks(rt, world, settings_of, [&](mccl::communicator& comm) {
     rank_program(comm, cfg.full, cfg.gathers).run();
   });
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryWorldAndAlgorithm, Conformance,
-                         ::testing::Combine(::testing::Range(1, 9), ::testing::Range(0, 7)),
+                         ::testing::Combine(::testing::Range(1, 9), ::testing::Range(0, config_count)),
                          [](const auto& info) {
                            return "world" + std::to_string(std::get<0>(info.param)) + "_"
                                   + configs[std::get<1>(info.param)].name;

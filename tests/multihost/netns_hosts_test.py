@@ -2,7 +2,9 @@
 """3 emulated hosts x 2 ranks over real ssh: mcclrun --hostfile starts
 mccl_check on every host; allreduce, broadcast and the other collectives
 (allgather among them) must be exact over a mix of links: shared memory
-between the two ranks of a host, TCP between hosts.  Also the route-to-MASTER_ADDR choice
+between the two ranks of a host, TCP between hosts; so must the host-aware
+algorithms on an uneven layout (3 + 1 + 2 ranks), and the table must pick
+them for large ops.  Also the route-to-MASTER_ADDR choice
 (no ips in the hosts list) and the error for an MCCL_IFNAME that matches
 nothing.
 
@@ -73,6 +75,27 @@ class ThreeHostsTest(unittest.TestCase):
                             self.assertIn(f"rank {rank}: rank {other} over TCP (another host)", done.stderr)
                     self.assertIn(f"rank {rank}: connected to 5 peer(s) over 5 socket(s), 3 host(s); "
                                   "1 of the peers over shared memory", done.stderr)
+
+    def test_host_aware_collectives(self):
+        # Six ranks over the three hosts: ranks 0-2 on h0, 3 on h1, 4-5 on h2
+        # (one rank per host carries the inter-host traffic; the others fold
+        # in). Every collective, the four host-aware ones forced, and the
+        # default table's choice of them for large ops logged.
+        done = self.mcclrun("--hosts", "h0:3,h1:1,h2:2", "--master-addr", self.hosts.address(0),
+                            "--env", "MCCL_LOG_LEVEL=INFO", "--env",
+                            "MCCL_ALGO=allreduce=hier;broadcast=hier;allgather=hier;reduce_scatter=hier",
+                            "--", MCCL_CHECK, "striped", "0", "1", "7", "262147")
+        for rank in range(6):
+            self.assertIn(f"rank {rank}: ops: 0 failure(s)", done.stdout)
+            self.assertIn(f"rank {rank}: broadcast: 0 failure(s)", done.stdout)
+        self.assertIn("3 host(s)", done.stderr)
+        for op in ("allreduce", "broadcast", "allgather", "reduce_scatter"):
+            self.assertIn(f"  {op}: ", done.stderr)
+        # Without MCCL_ALGO the table takes them from a megabyte.
+        done = self.mcclrun("--hostfile", self.hostfile(slots=2), "--env", "MCCL_LOG_LEVEL=INFO",
+                            "--", MCCL_CHECK, "allreduce", "7", "1048583")
+        for op in ("allreduce", "broadcast", "allgather", "reduce_scatter"):
+            self.assertRegex(done.stderr, rf"  {op}: [^\n]*hier above \d+[KM]\b")
 
     def test_route_to_master_picks_the_interface(self):
         done = self.mcclrun("--hosts", "h0:2,h1:2,h2:2", "--master-addr", self.hosts.address(0),

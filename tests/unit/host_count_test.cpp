@@ -1,7 +1,8 @@
-// Hosts are counted from the ranks' published endpoints, alike on every
+// Hosts are numbered from the ranks' published endpoints, alike on every
 // rank, and the built-in table broadcasts along a chain only across hosts.
 
 #include "collectives/registry.hpp"
+#include <mccl/program.hpp>
 #include <mccl/config.hpp>
 #include <mccl/store.hpp>
 #include "transport/tcp/tcp_mesh.hpp"
@@ -14,7 +15,7 @@
 
 namespace {
 
-int hosts_of(const std::vector<std::string>& published) {
+std::vector<int> hosts_of(const std::vector<std::string>& published) {
   mccl::memory_store store;
   for (std::size_t r = 0; r < published.size(); ++r)
     store.set("mccl/7/ep/" + std::to_string(r), published[r]);
@@ -23,17 +24,18 @@ int hosts_of(const std::vector<std::string>& published) {
   o.rendezvous = &store;
   o.key_prefix = "mccl/7/";
   o.connect_timeout = std::chrono::milliseconds(100);
-  return mccl::transport::count_hosts(o);
+  return mccl::sched::number_hosts(mccl::transport::host_addresses(o));
 }
 
 } // namespace
 
 TEST(HostCount, RanksPublishingTheSameFirstAddressShareAHost) {
-  EXPECT_EQ(hosts_of({"127.0.0.1:4000", "127.0.0.1:4001", "127.0.0.1:4002"}), 1);
-  EXPECT_EQ(hosts_of({"10.77.0.1:4000,10.77.1.1:4000", "10.77.0.1:4001,10.77.1.1:4001",
-                      "10.77.0.2:4000", "[fd00::3]:4000"}),
-            3);
-  EXPECT_EQ(hosts_of({"127.0.0.1:4000"}), 1);
+  using v = std::vector<int>;
+  EXPECT_EQ(hosts_of({"127.0.0.1:4000", "127.0.0.1:4001", "127.0.0.1:4002"}), (v{0, 0, 0}));
+  EXPECT_EQ(hosts_of({"10.77.0.2:4000", "10.77.0.1:4000,10.77.1.1:4000",
+                      "10.77.0.1:4001,10.77.1.1:4001", "[fd00::3]:4000", "10.77.0.2:4001"}),
+            (v{0, 1, 1, 2, 0}));
+  EXPECT_EQ(hosts_of({"127.0.0.1:4000"}), v{0});
 }
 
 TEST(HostCount, AMissingEndpointIsAnErrorNotAGuess) {
@@ -44,7 +46,7 @@ TEST(HostCount, AMissingEndpointIsAnErrorNotAGuess) {
   o.rendezvous = &store;
   o.key_prefix = "p/";
   o.connect_timeout = std::chrono::milliseconds(50);
-  EXPECT_THROW(mccl::transport::count_hosts(o), mccl::error);
+  EXPECT_THROW(mccl::transport::host_addresses(o), mccl::error);
 }
 
 TEST(DefaultAlgorithm, BroadcastTakesTheChainOnlyAcrossHostsAndForLargeOps) {
@@ -54,7 +56,23 @@ TEST(DefaultAlgorithm, BroadcastTakesTheChainOnlyAcrossHostsAndForLargeOps) {
   constexpr std::size_t MiB = 1 << 20;
   EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 16 * MiB, 3, one_host), "tree");
   EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 16 * MiB, 3, three_hosts), "chain");
-  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, MiB, 6, three_hosts), "chain");
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, MiB, 3, three_hosts), "chain");
   EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 64 * 1024, 3, three_hosts), "tree");
   EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 16 * MiB, 2, three_hosts), "tree");
+}
+
+TEST(DefaultAlgorithm, HostAwareOnesAcrossHostsWithSeveralRanksOnSomeAndForLargeOps) {
+  using mccl::op_kind;
+  mccl::config one_host;
+  mccl::config two_hosts;
+  two_hosts.hosts = 2;
+  constexpr std::size_t MiB = 1 << 20;
+  for (auto kind : {op_kind::allreduce, op_kind::broadcast, op_kind::allgather,
+                    op_kind::reduce_scatter}) {
+    EXPECT_EQ(mccl::default_algorithm(kind, 64 * MiB, 4, two_hosts), "hier") << to_string(kind);
+    EXPECT_NE(mccl::default_algorithm(kind, 64 * MiB, 4, one_host), "hier") << to_string(kind);
+    EXPECT_NE(mccl::default_algorithm(kind, 64 * MiB, 2, two_hosts), "hier") << to_string(kind);
+    EXPECT_NE(mccl::default_algorithm(kind, 4096, 4, two_hosts), "hier") << to_string(kind);
+  }
+  EXPECT_NE(mccl::default_algorithm(op_kind::reduce, 64 * MiB, 4, two_hosts), "hier");
 }

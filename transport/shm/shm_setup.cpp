@@ -170,18 +170,18 @@ std::shared_ptr<shm_board> setup_board(const shm_setup_options& o, std::size_t b
 
 } // namespace
 
-std::string host_identity() {
+std::string host_identity(const std::string& split) {
   auto id = boot_id();
   auto net = read_link("/proc/self/ns/net");
   if (id.empty())
     return {};
-  return id + "/" + net;
+  return id + "/" + net + (split.empty() ? "" : "/" + split);
 }
 
 shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_setup_options& o) {
   shm_setup_result result;
   result.hosts.assign(static_cast<std::size_t>(o.world), {});
-  auto me = host_identity();
+  auto me = host_identity(o.host_id);
   auto board = std::to_string(o.board_bytes);
   o.rendezvous->set(o.key_prefix + "host/" + std::to_string(o.rank), o.mode + " " + board + " " + me);
   auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.deadline - clock::now());
@@ -217,7 +217,8 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
     throw error(errc::invalid_config, "MCCL_TRANSPORT=shm: " + rank_name(o.rank) + " cannot share memory with rank(s) "
                                         + list + ": "
                                         + (me.empty() ? "this host's boot id is unreadable"
-                                                      : "they run on another host or in another network namespace")
+                                                      : "they run on another host, in another network namespace or with "
+                                                        "another MCCL_HOST_ID")
                                         + "; use MCCL_TRANSPORT=auto to reach them over TCP");
   }
   for (int p : remote)

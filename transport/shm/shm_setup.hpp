@@ -5,8 +5,8 @@
 /// 1. Every rank publishes its host identity and its MCCL_TRANSPORT in the
 ///    rendezvous store; a rank whose setting differs fails every rank,
 ///    naming both values.
-/// 2. Peers with the same host identity (the kernel's boot id and the
-///    network namespace, host_identity()) are candidates. Between two
+/// 2. Peers with the same host identity (the kernel's boot id, the network
+///    namespace and MCCL_HOST_ID, host_identity()) are candidates. Between two
 ///    candidates the lower rank creates a segment (shm_segment.hpp) and
 ///    offers it over their TCP connection, which the job token already
 ///    guards; the higher rank opens and verifies it and answers. Both then
@@ -32,16 +32,20 @@
 
 namespace mccl::transport {
 
-/// The host as shared memory sees it: "<boot id>/<network namespace>".
-/// Ranks in separate network namespaces count as separate hosts (emulated
-/// hosts, containers), so they talk over the network between them.
-std::string host_identity();
+/// The host as shared memory sees it: "<boot id>/<network namespace>", and
+/// "/<split>" when `split` (MCCL_HOST_ID) is not empty. Ranks in separate
+/// network namespaces (emulated hosts, containers) or with different splits
+/// count as separate hosts, so they talk over the network between them.
+/// Empty when the boot id is unreadable.
+std::string host_identity(const std::string& split);
 
 struct shm_setup_options {
   int rank = 0;
   int world = 1;
   /// MCCL_TRANSPORT as written in the config ("auto", "tcp", "shm").
   std::string mode = "auto";
+  /// MCCL_HOST_ID: splits this machine into several hosts (host_identity).
+  std::string host_id;
   /// Each ring's size (MCCL_SHM_RING_BYTES), a power of two.
   std::size_t ring_bytes = std::size_t{1} << 21;
   /// The host board's bank size this rank asks for; the smallest of all

@@ -10,7 +10,6 @@
 #include "transport/tcp/tcp_link_resumer.hpp"
 
 #include <algorithm>
-#include <set>
 
 #include <unistd.h>
 
@@ -184,14 +183,14 @@ std::string listen_everywhere(const mesh_options& o, asio::io_context& io,
 
 } // namespace
 
-int count_hosts(const mesh_options& o) {
-  std::set<std::string> hosts;
+std::vector<std::string> host_addresses(const mesh_options& o) {
+  std::vector<std::string> out;
   for (int r = 0; r < o.world; ++r) {
     auto published = o.rendezvous->get(o.key_prefix + "ep/" + std::to_string(r), o.connect_timeout);
     auto first = published.substr(0, published.find(','));
-    hosts.insert(first.substr(0, first.rfind(':')));
+    out.push_back(first.substr(0, first.rfind(':')));
   }
-  return static_cast<int>(std::max<std::size_t>(hosts.size(), 1));
+  return out;
 }
 
 int stripes_for_pair(int setting, std::size_t peer_addresses) {

@@ -61,11 +61,12 @@ constexpr int max_stripes = 16;
 
 class tcp_link_resumer;
 
-/// How many hosts the ranks of a built mesh run on: ranks whose first
-/// published address is the same share a host (so every rank counts alike;
-/// ranks on one machine all publish its loopback or the same interface).
-/// Reads every rank's endpoint from o.rendezvous under o.key_prefix.
-int count_hosts(const mesh_options& o);
+/// The host of every rank of a built mesh as the network sees it: the
+/// address part of each rank's first published endpoint, by rank (ranks on
+/// one machine all publish its loopback or the same interface, so equal
+/// strings mean one host, alike on every rank). Reads every rank's endpoint
+/// from o.rendezvous under o.key_prefix.
+std::vector<std::string> host_addresses(const mesh_options& o);
 
 /// Connections indexed by peer rank (null at the caller's own rank), woken
 /// through `monitor`. Throws mccl::error naming the rank and address it could not
