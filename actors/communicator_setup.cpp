@@ -260,6 +260,9 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     // MCCL_INLINE_BYTES allows; fault scenarios act on links: with one,
     // every op goes over them.
     so.board_bytes = injector ? 0 : std::min(cfg.shm_board_bytes, cfg.inline_bytes);
+    // The fault decorator rewrites frames in buffers of its own, which a
+    // splice must not point into.
+    so.single_copy_bytes = injector ? 0 : cfg.shm_single_copy_bytes;
     so.deadline = std::chrono::steady_clock::now() + cfg.connect_timeout;
     so.rendezvous = rendezvous.get();
     so.key_prefix = prefix;

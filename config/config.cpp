@@ -300,6 +300,16 @@ const setting_def setting_table[] = {
    [](config& cfg, const std::string& text) {
      cfg.shm_board_bytes = parse_bytes(text, 0, mib);
    }},
+  {"MCCL_SHM_SINGLE_COPY_BYTES", "auto",
+   "auto, or a byte size between 0 and 1G (suffixes K, M, G; e.g. 64K)",
+   "Between ranks of one host, payloads of at least this many bytes are copied once, straight "
+   "from the sender's memory (process_vm_readv), instead of into the ring and out again; "
+   "where the kernel refuses that, they pass through the ring (logged at INFO); 0: always the ring; "
+   "auto: 64K where 4 or more ranks of the communicator share the host, else 0.",
+   [](config& cfg, const std::string& text) {
+     cfg.shm_single_copy_bytes =
+       iequals(text, "auto") ? config::single_copy_auto : parse_bytes(text, 0, gib);
+   }},
   {"MCCL_HOST_ID", "", "up to 64 letters, digits, '.', '_', ':' or '-', or empty",
    "Splits a machine into several hosts: ranks with different values never share memory and "
    "count as different hosts (containers that share a kernel; host-aware algorithms tried on "
@@ -680,6 +690,10 @@ std::string describe(const config& cfg) {
       return cfg.sockets_per_peer == 0 ? "0 (auto)" : std::to_string(cfg.sockets_per_peer);
     if (name == "MCCL_SHM_RING_BYTES") return format_byte_size(cfg.shm_ring_bytes);
     if (name == "MCCL_SHM_BOARD_BYTES") return format_byte_size(cfg.shm_board_bytes);
+    if (name == "MCCL_SHM_SINGLE_COPY_BYTES")
+      return cfg.shm_single_copy_bytes == config::single_copy_auto
+               ? std::string("auto")
+               : format_byte_size(cfg.shm_single_copy_bytes);
     if (name == "MCCL_HOST_ID") return quoted(cfg.host_id);
     if (name == "MCCL_CHUNK_BYTES") return format_byte_size(cfg.chunk_bytes);
     if (name == "MCCL_SMALL_MSG_THRESHOLD") return format_byte_size(cfg.small_msg_threshold);

@@ -90,6 +90,11 @@ struct config {
   /// All ranks on one host: collectives up to this many bytes per rank go
   /// over the host board; 0: never.
   std::size_t shm_board_bytes = std::size_t{16} << 10;
+  /// Payloads of at least this many bytes between ranks of one host are
+  /// copied once, straight from the sender's memory; 0: through the ring;
+  /// single_copy_auto: 64K where 4 or more ranks share the host, else 0.
+  static constexpr std::size_t single_copy_auto = ~std::size_t{0};
+  std::size_t shm_single_copy_bytes = single_copy_auto;
   /// Appended to this rank's host identity: ranks with different values are
   /// different hosts even on one machine; "" = the machine decides alone.
   std::string host_id;

@@ -14,7 +14,10 @@
 // small ops on the host board), or over loopback TCP with MCCL_TRANSPORT=tcp
 // (the "tcp." tests of CMakeLists.txt); the host-aware configurations
 // split them into hosts with MCCL_HOST_ID, so their links are a mix of
-// shared memory (inside a host) and TCP (between hosts). Ops are issued in
+// shared memory (inside a host) and TCP (between hosts). The built-in
+// table's configuration and one host-aware one copy every chunk between
+// ranks of one host once, straight from the sender's memory (single copy);
+// the others pass every byte through the rings. Ops are issued in
 // batches and waited for together: this also exercises many ops in flight
 // on one communicator.
 
@@ -542,12 +545,15 @@ struct algo_config {
   bool full;
   bool gathers = false;
   int (*host_of)(int rank, int world) = nullptr;
+  /// Every chunk between ranks of one host copied once, straight from the
+  /// sender's memory (MCCL_SHM_SINGLE_COPY_BYTES=4K, the chunk size here).
+  bool single_copy = false;
 };
 
 constexpr const char* host_aware = "allreduce=hier;broadcast=hier;allgather=hier;reduce_scatter=hier";
 
 const algo_config configs[] = {
-  {"table", "", true},
+  {"table", "", true, false, nullptr, true},
   {"ring", "allreduce=ring;broadcast=tree;reduce=tree;allgather=ring;reduce_scatter=ring", true},
   {"rd", "allreduce=rd;broadcast=chain;reduce=ring;allgather=rd;reduce_scatter=rd", true},
   {"rabenseifner", "allreduce=rabenseifner;broadcast=scatter_allgather", true},
@@ -557,7 +563,7 @@ const algo_config configs[] = {
   // Two hosts, ranks alternating (3 ranks: 2 + 1, so one rank folds in).
   {"hier_alternating", host_aware, true, false, [](int r, int) { return r % 2; }},
   // Pairs of ranks over three hosts (8 ranks: 4 + 2 + 2).
-  {"hier_pairs", host_aware, true, false, [](int r, int) { return r / 2 % 3; }},
+  {"hier_pairs", host_aware, true, false, [](int r, int) { return r / 2 % 3; }, true},
 };
 constexpr int config_count = static_cast<int>(sizeof configs / sizeof configs[0]);
 
@@ -573,6 +579,7 @@ TEST_P(Conformance, MatchesTheReference) {
   o.set("MCCL_CHUNK_BYTES", 4096); // the smallest chunk: many chunks per transfer
   o.set("MCCL_LOG_LEVEL", "warn");
   o.set("MCCL_ALGO", cfg.algo);
+  o.set("MCCL_SHM_SINGLE_COPY_BYTES", cfg.single_copy ? "4K" : "0");
   auto settings_of = [&](int rank) {
     auto mine = o;
     if (cfg.host_of)

@@ -2,12 +2,13 @@
 """The shared-memory transport across real processes of this host, with the
 mccl_check rank program:
 
-* MCCL_TRANSPORT=shm: every pair of 3 ranks is linked over shared memory
-  (logged at INFO per peer) with a host board for small ops, the
-  collectives are exact, and no file is left in /dev/shm;
-* a rank SIGKILLed mid-allreduce (over the links, or on the board) is
-  named by every survivor within a second, and still nothing is left in
-  /dev/shm;
+* MCCL_TRANSPORT=shm: every pair of 3 and of 4 ranks is linked over
+  shared memory (logged at INFO per peer, with single copy of large
+  payloads at 4 ranks) with a host board for small ops, the collectives
+  are exact, and no file is left in /dev/shm;
+* a rank SIGKILLed mid-allreduce (over the links, copied once at 4 ranks,
+  or on the board) is named by every survivor within a second, and still
+  nothing is left in /dev/shm;
 * ranks that disagree on MCCL_TRANSPORT all fail, naming both values.
 
 Ranks are started by the harness of faults_test.py (each in its own session,
@@ -64,18 +65,24 @@ class ShmTest(RankTest):
         self.assertEqual(left, set(), f"files left in /dev/shm: {sorted(left)}")
 
     def test_every_pair_over_shared_memory_exact_and_nothing_left(self):
-        ranks = self.start_with(3, ["allreduce", "0", "1", "7", "262147", "4194304"], {"MCCL_TRANSPORT": "shm"})
-        self.finish(ranks)
-        for r in ranks:
-            self.assertEqual(r.returncode, 0, r.describe())
-            err = r.output("stderr")
-            for peer in range(3):
-                if peer != r.rank:
-                    self.assertRegex(err, rf"rank {r.rank}: rank {peer} over shared memory \(",
-                                     r.describe())
-            self.assertIn("2 of the peers over shared memory", err, r.describe())
-            self.assertIn(f"rank {r.rank}: host board for 3 ranks", err, r.describe())
-        self.assert_nothing_left_in_dev_shm()
+        # 4 ranks: large payloads are copied once from the sender's memory
+        # (MCCL_SHM_SINGLE_COPY_BYTES=auto); with 3 they pass the rings.
+        for world, single in ((4, "single copy from 64 KiB"), (3, "no single copy")):
+            with self.subTest(world=world):
+                ranks = self.start_with(world, ["allreduce", "0", "1", "7", "262147", "4194304"],
+                                        {"MCCL_TRANSPORT": "shm"})
+                self.finish(ranks)
+                for r in ranks:
+                    self.assertEqual(r.returncode, 0, r.describe())
+                    err = r.output("stderr")
+                    for peer in range(world):
+                        if peer != r.rank:
+                            self.assertRegex(err, rf"rank {r.rank}: rank {peer} over shared memory \(2 MiB "
+                                             rf"rings, {single},", r.describe())
+                    self.assertIn(f"{world - 1} of the peers over shared memory", err, r.describe())
+                    self.assertIn(f"rank {r.rank}: host board for {world} ranks", err, r.describe())
+                self.close_all()
+                self.assert_nothing_left_in_dev_shm()
 
     def test_crashed_rank_is_named_within_a_second(self):
         # 1M floats go over the links, 16 over the host board.

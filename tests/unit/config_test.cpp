@@ -56,7 +56,7 @@ int auto_worker_threads() {
 
 const std::vector<std::string> expected_names = {
   "MCCL_TRANSPORT",      "MCCL_LOG_LEVEL",     "MCCL_LISTEN_ADDR",  "MCCL_IFNAME",
-  "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_SHM_RING_BYTES", "MCCL_SHM_BOARD_BYTES", "MCCL_HOST_ID", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_OP_THREAD_BYTES", "MCCL_ALGO",
+  "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_SHM_RING_BYTES", "MCCL_SHM_BOARD_BYTES", "MCCL_SHM_SINGLE_COPY_BYTES", "MCCL_HOST_ID", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_OP_THREAD_BYTES", "MCCL_ALGO",
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
   "MCCL_HEARTBEAT_MS",   "MCCL_HEARTBEAT_MISSES", "MCCL_RECONNECT_MS", "MCCL_CRC_RETRIES", "MCCL_FAULTS",
   "MCCL_FAULTS_REPORT",  "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
@@ -369,7 +369,7 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_FAULTS", "/tmp/f.json"},     {"MCCL_FAULTS_REPORT", "/tmp/r"},
     {"MCCL_SOCKETS_PER_PEER", "3"},     {"MCCL_OP_THREAD_BYTES", "32M"},
     {"MCCL_SHM_RING_BYTES", "4M"},     {"MCCL_SHM_BOARD_BYTES", "4K"},
-    {"MCCL_HOST_ID", "rack2:node-7"},
+    {"MCCL_HOST_ID", "rack2:node-7"}, {"MCCL_SHM_SINGLE_COPY_BYTES", "1M"},
   };
   auto cfg = resolve_env(env);
   EXPECT_EQ(cfg.heartbeat_misses, 4);
@@ -387,6 +387,11 @@ TEST(ConfigEnv, AllAtOnce) {
   EXPECT_EQ(cfg.shm_ring_bytes, 4u << 20);
   EXPECT_EQ(cfg.shm_board_bytes, 4u << 10);
   EXPECT_EQ(cfg.host_id, "rack2:node-7");
+  EXPECT_EQ(cfg.shm_single_copy_bytes, 1u << 20);
+  EXPECT_EQ(resolve_env({}).shm_single_copy_bytes, config::single_copy_auto);
+  EXPECT_EQ(resolve_env({{"MCCL_SHM_SINGLE_COPY_BYTES", "AUTO"}}).shm_single_copy_bytes,
+            config::single_copy_auto);
+  EXPECT_EQ(resolve_env({{"MCCL_SHM_SINGLE_COPY_BYTES", "0"}}).shm_single_copy_bytes, 0u);
   EXPECT_EQ(cfg.small_msg_threshold, 8u << 10);
   EXPECT_EQ(cfg.inline_bytes, 4u << 10);
   EXPECT_EQ(cfg.op_thread_bytes, 32u << 20);
@@ -453,6 +458,9 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_SHM_RING_BYTES", "3M"},
   {"MCCL_SHM_BOARD_BYTES", "2M"},
   {"MCCL_SHM_BOARD_BYTES", "lots"},
+  {"MCCL_SHM_SINGLE_COPY_BYTES", "2G"},
+  {"MCCL_SHM_SINGLE_COPY_BYTES", "-1"},
+  {"MCCL_SHM_SINGLE_COPY_BYTES", "sometimes"},
   {"MCCL_HOST_ID", "node 7"},
   {"MCCL_HOST_ID", "node/7"},
   {"MCCL_HOST_ID", "a-name-that-goes-on-and-on-for-far-more-than-sixty-four-characters-in-all"},

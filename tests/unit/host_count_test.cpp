@@ -61,7 +61,7 @@ TEST(DefaultAlgorithm, BroadcastTakesTheChainOnlyAcrossHostsAndForLargeOps) {
   EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 16 * MiB, 2, three_hosts), "tree");
 }
 
-TEST(DefaultAlgorithm, HostAwareOnesAcrossHostsWithSeveralRanksOnSomeAndForLargeOps) {
+TEST(DefaultAlgorithm, HostAwareOnesAcrossHostsWithSeveralRanksOnSomeAboveTheSmallThreshold) {
   using mccl::op_kind;
   mccl::config one_host;
   mccl::config two_hosts;
@@ -72,7 +72,10 @@ TEST(DefaultAlgorithm, HostAwareOnesAcrossHostsWithSeveralRanksOnSomeAndForLarge
     EXPECT_EQ(mccl::default_algorithm(kind, 64 * MiB, 4, two_hosts), "hier") << to_string(kind);
     EXPECT_NE(mccl::default_algorithm(kind, 64 * MiB, 4, one_host), "hier") << to_string(kind);
     EXPECT_NE(mccl::default_algorithm(kind, 64 * MiB, 2, two_hosts), "hier") << to_string(kind);
-    EXPECT_NE(mccl::default_algorithm(kind, 4096, 4, two_hosts), "hier") << to_string(kind);
+    EXPECT_NE(mccl::default_algorithm(kind, two_hosts.small_msg_threshold, 4, two_hosts), "hier")
+      << to_string(kind);
+    EXPECT_EQ(mccl::default_algorithm(kind, two_hosts.small_msg_threshold + 1, 4, two_hosts), "hier")
+      << to_string(kind);
   }
   EXPECT_NE(mccl::default_algorithm(op_kind::reduce, 64 * MiB, 4, two_hosts), "hier");
 }

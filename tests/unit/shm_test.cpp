@@ -26,6 +26,8 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <cerrno>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -57,7 +59,7 @@ struct shm_pair {
   std::shared_ptr<shm_connection> a, b; // a created the segment
   int b_socket = -1;                    // b's doorbell descriptor (to fake a crash)
 
-  explicit shm_pair(std::size_t ring_bytes) {
+  explicit shm_pair(std::size_t ring_bytes, std::size_t single_copy_bytes = 0) {
     namespace asio = boost::asio;
     asio::io_context io;
     asio::ip::tcp::acceptor acceptor(io, {asio::ip::address_v4::loopback(), 0});
@@ -73,10 +75,10 @@ struct shm_pair {
     seg_a.drop_fd();
     a = std::make_shared<shm_connection>(std::move(seg_a), ring_bytes, true,
                                          std::make_shared<tcp_connection>(monitor, std::move(near), "b"),
-                                         "rank 1 over shared memory");
+                                         "rank 1 over shared memory", single_copy_bytes);
     b = std::make_shared<shm_connection>(std::move(seg_b), ring_bytes, false,
                                          std::make_shared<tcp_connection>(monitor, std::move(far), "a"),
-                                         "rank 0 over shared memory");
+                                         "rank 0 over shared memory", single_copy_bytes);
   }
 };
 
@@ -87,15 +89,35 @@ bool wait_like_engine(connection& c, std::chrono::milliseconds limit) {
   return ::poll(&p, 1, static_cast<int>(limit.count())) > 0;
 }
 
-/// Moves `out` through `c` with engine-style waits; fails the test if a
-/// wait is never woken.
-void write_all(connection& c, const std::vector<uint8_t>& out) {
+/// Moves `out` through `c` with engine-style waits, as gathered writes of
+/// pieces of the sizes in `pieces` (in turn); a short write is followed by
+/// the rest, as the channel does. Fails the test if a wait is never woken.
+void write_all(connection& c, const std::vector<uint8_t>& out,
+               const std::vector<std::size_t>& pieces = {100000}) {
   std::size_t done = 0;
+  std::size_t next = 0; // the piece at `done`
+  std::size_t left = 0; // of that piece, when it was written in part
   while (done < out.size()) {
-    iovec v{const_cast<uint8_t*>(out.data() + done), std::min<std::size_t>(out.size() - done, 100000)};
-    auto r = c.write_some(&v, 1);
+    iovec v[3];
+    int n = 0;
+    for (std::size_t at = done; n < 3 && at < out.size(); ++n) {
+      auto piece = n == 0 && left > 0 ? left : pieces[(next + n) % pieces.size()];
+      v[n] = {const_cast<uint8_t*>(out.data() + at), std::min(out.size() - at, piece)};
+      at += v[n].iov_len;
+    }
+    auto r = c.write_some(v, n);
     ASSERT_FALSE(r.closed) << r.error;
     done += r.bytes;
+    for (std::size_t i = 0, rest = r.bytes; i < static_cast<std::size_t>(n) && rest > 0; ++i) {
+      if (rest >= v[i].iov_len) {
+        rest -= v[i].iov_len;
+        ++next;
+        left = 0;
+      } else {
+        left = v[i].iov_len - rest;
+        rest = 0;
+      }
+    }
     if (r.bytes == 0) {
       ASSERT_TRUE(wait_like_engine(c, 5000ms)) << "a writer waiting for room was never woken, at " << done;
     }
@@ -127,7 +149,7 @@ TEST(ShmRing, GatheredWritesWrapAroundAndStopWhenFull) {
   iovec v{first.data(), first.size()};
   ASSERT_EQ(r.writer.write(&v, 1), 40u);
   std::vector<uint8_t> got(40);
-  ASSERT_EQ(r.reader.read(got.data(), 30), 30u);
+  ASSERT_EQ(r.reader.read(got.data(), 30), 30);
   // 10 bytes left at offset 30..39; 50 more wrap past the end of the data.
   auto x = pattern(20, 2), y = pattern(40, 3);
   iovec two[2] = {{x.data(), x.size()}, {y.data(), y.size()}};
@@ -135,12 +157,12 @@ TEST(ShmRing, GatheredWritesWrapAroundAndStopWhenFull) {
   EXPECT_EQ(r.writer.writable(), 0u);
   EXPECT_EQ(r.writer.write(two, 2), 0u);
   std::vector<uint8_t> all(64);
-  ASSERT_EQ(r.reader.read(all.data(), all.size()), 64u);
+  ASSERT_EQ(r.reader.read(all.data(), all.size()), 64);
   std::vector<uint8_t> want(first.begin() + 30, first.end());
   want.insert(want.end(), x.begin(), x.end());
   want.insert(want.end(), y.begin(), y.begin() + 34);
   EXPECT_EQ(all, want);
-  EXPECT_EQ(r.reader.read(all.data(), 1), 0u);
+  EXPECT_EQ(r.reader.read(all.data(), 1), 0);
 }
 
 TEST(ShmRing, ArmingSeesBytesAndRoomThatCameMeanwhile) {
@@ -163,6 +185,52 @@ TEST(ShmRing, ArmingSeesBytesAndRoomThatCameMeanwhile) {
   r.reader.read(&got, 1);
   EXPECT_TRUE(r.reader.take_writer_waiting());
   EXPECT_TRUE(r.writer.arm_writer()) << "room came";
+}
+
+TEST(ShmRing, SplicesComeInStreamOrderAndAreReportedAsTheReaderTakesThem) {
+  local_ring r(4096);
+  r.writer.enable_splices(1000);
+  EXPECT_EQ(r.reader.probe_splices(), 1) << std::strerror(errno);
+  EXPECT_EQ(r.reader.probe_splices(), 0) << "decided once";
+  // header, payload, header, payload, ... as the channel writes frames:
+  // the payloads (>= 1000 bytes) are posted as splices, the rest is copied.
+  std::vector<std::vector<uint8_t>> parts;
+  for (int i = 0; i < 2 * (max_splices + 2); ++i)
+    parts.push_back(pattern(i % 2 ? 1500 + i : 56, static_cast<uint8_t>(i)));
+  std::vector<iovec> iov;
+  std::vector<uint8_t> want;
+  for (auto& p : parts) {
+    iov.push_back({p.data(), p.size()});
+    want.insert(want.end(), p.begin(), p.end());
+  }
+  // Only the first header can be reported: the first payload is open. The
+  // writer stops at max_splices open ones.
+  ASSERT_EQ(r.writer.write(iov.data(), static_cast<int>(iov.size())), 56u);
+  EXPECT_FALSE(r.writer.arm_writer()) << "nothing taken yet: the writer may sleep";
+  std::vector<uint8_t> got(want.size());
+  std::size_t read = 0, reported = 56;
+  std::size_t first_iov = 1, skip = 0; // where the unreported rest starts
+  while (read < want.size()) {
+    auto n = r.reader.read(got.data() + read, std::min<std::size_t>(700, want.size() - read));
+    ASSERT_GE(n, 0) << std::strerror(errno);
+    if (n == 0) {
+      // The reader waits for more: the writer passes its rest again.
+      std::vector<iovec> rest(iov.begin() + static_cast<long>(first_iov), iov.end());
+      rest[0].iov_base = static_cast<uint8_t*>(rest[0].iov_base) + skip;
+      rest[0].iov_len -= skip;
+      auto w = r.writer.write(rest.data(), static_cast<int>(rest.size()));
+      ASSERT_GT(w, 0u) << "the reader took bytes, so the writer reports some, at " << read;
+      reported += w;
+      for (skip += w; first_iov < iov.size() && skip >= iov[first_iov].iov_len; ++first_iov)
+        skip -= iov[first_iov].iov_len;
+      continue;
+    }
+    read += static_cast<std::size_t>(n);
+    EXPECT_LE(reported, read + 56 * (max_splices + 2)) << "reported only behind the reader";
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_GE(r.reader.spliced(), (max_splices + 2) * 1500u);
+  EXPECT_FALSE(r.reader.arm_reader()) << "all read";
 }
 
 TEST(ShmRing, TwoThreadsStreamThroughASmallRing) {
@@ -208,6 +276,32 @@ TEST(ShmConnection, StreamsBothWaysWakingSleepersThroughTheDoorbell) {
   b_writes.get();
   EXPECT_TRUE(a_reads.get() == ba);
   EXPECT_TRUE(b_reads.get() == ab);
+}
+
+TEST(ShmConnection, LargeBuffersAreCopiedOnceStraightFromThePeersMemory) {
+  shm_pair p(1 << 16, 32 << 10);
+  // Small pieces through the ring between large ones read from the
+  // writer's memory: the stream must come out in order all the same.
+  std::vector<std::size_t> pieces{56, 100000, 3, 40000, 70000, 31 << 10};
+  auto ab = pattern(8 << 20, 3), ba = pattern(6 << 20, 4);
+  auto a_reads = std::async(std::launch::async, [&] { return read_all(*p.a, ba.size()); });
+  auto b_writes = std::async(std::launch::async, [&] { write_all(*p.b, ba, pieces); });
+  auto b_reads = std::async(std::launch::async, [&] { return read_all(*p.b, ab.size()); });
+  write_all(*p.a, ab, pieces);
+  b_writes.get();
+  EXPECT_TRUE(a_reads.get() == ba);
+  EXPECT_TRUE(b_reads.get() == ab);
+  // Pieces of 32K and more are 210000 of every 241115 bytes; all but the
+  // first few (before the reader proved it can read the writer) go once.
+  EXPECT_GT(p.b->single_copy_bytes(), ab.size() / 2);
+  EXPECT_GT(p.a->single_copy_bytes(), ba.size() / 2);
+  // Without single copy, every byte goes through the ring.
+  shm_pair q(1 << 16);
+  auto c = pattern(1 << 20, 5);
+  auto q_reads = std::async(std::launch::async, [&] { return read_all(*q.b, c.size()); });
+  write_all(*q.a, c, pieces);
+  EXPECT_TRUE(q_reads.get() == c);
+  EXPECT_EQ(q.b->single_copy_bytes(), 0u);
 }
 
 TEST(ShmConnection, ACloseIsReadAfterTheLastBytes) {

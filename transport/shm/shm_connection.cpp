@@ -1,6 +1,7 @@
 #include "transport/shm/shm_connection.hpp"
 
 #include <mccl/error.hpp>
+#include "config/log.hpp"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -22,10 +23,12 @@ constexpr auto peer_check_interval = std::chrono::milliseconds(5);
 } // namespace
 
 shm_connection::shm_connection(shm_segment segment, std::size_t ring_bytes, bool is_creator,
-                               connection_ptr doorbell, std::string description)
+                               connection_ptr doorbell, std::string description,
+                               std::size_t single_copy_bytes)
   : segment_(std::move(segment)), tx_(pair_ring(segment_, ring_bytes, is_creator ? 0 : 1)),
     rx_(pair_ring(segment_, ring_bytes, is_creator ? 1 : 0)), doorbell_(std::move(doorbell)),
     description_(std::move(description)) {
+  tx_.enable_splices(single_copy_bytes);
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   self_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (epoll_fd_ < 0 || self_fd_ < 0) {
@@ -57,10 +60,11 @@ io_result shm_connection::write_some(const iovec* iov, int count) {
     want += iov[i].iov_len;
   auto n = tx_.write(iov, count);
   write_blocked_ = n < want;
-  if (n > 0) {
+  if (n > 0 || tx_.unreported()) { // a splice just posted is news too
     if (tx_.take_reader_waiting())
       ring_peer();
-    return {n, false, {}};
+    if (n > 0)
+      return {n, false, {}};
   }
   if (peer_check_due())
     check_peer();
@@ -72,11 +76,14 @@ io_result shm_connection::write_some(const iovec* iov, int count) {
 io_result shm_connection::read_some(void* data, std::size_t len) {
   if (closed_.load(std::memory_order_relaxed))
     return {0, true, "closed"};
+  probe_single_copy();
   auto n = rx_.read(data, len);
+  if (n < 0)
+    return {0, true, "single copy from " + description_ + ": process_vm_readv: " + std::strerror(errno)};
   if (n > 0) {
     if (rx_.take_writer_waiting())
       ring_peer();
-    return {n, false, {}};
+    return {static_cast<std::size_t>(n), false, {}};
   }
   if (peer_check_due())
     check_peer();
@@ -85,10 +92,24 @@ io_result shm_connection::read_some(void* data, std::size_t len) {
     // close: the stream ends only once the ring is empty.
     n = rx_.read(data, len);
     if (n > 0)
-      return {n, false, {}};
+      return {static_cast<std::size_t>(n), false, {}};
     return {0, true, peer_error_};
   }
   return {};
+}
+
+void shm_connection::probe_single_copy() {
+  switch (rx_.probe_splices()) {
+    case 1:
+      MCCL_LOG(debug, description_ << ": large buffers copied once, straight from the peer's memory");
+      break;
+    case 2:
+      MCCL_LOG(info, description_ << ": large buffers pass through the ring (two copies): "
+                                  << "process_vm_readv of the peer's memory failed: " << std::strerror(errno));
+      break;
+    default:
+      break;
+  }
 }
 
 bool shm_connection::peer_check_due() {

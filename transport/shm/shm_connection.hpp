@@ -14,6 +14,11 @@
 /// and within 5 ms by a driver that polls now and then, as over TCP; a
 /// clean close is read after the last bytes in the ring.
 ///
+/// Large buffers take one copy instead of two: the reader copies them
+/// straight out of the writer's memory (splices, shm_ring.hpp), where the
+/// kernel lets it (the same user, ptrace permission); otherwise, and for
+/// everything smaller, bytes pass through the ring.
+///
 /// A lost link resumed (MCCL_RECONNECT_MS) continues over the fresh TCP
 /// connection: the rings are left behind with the old one.
 
@@ -31,9 +36,11 @@ class shm_connection : public connection {
 public:
   /// `segment`: a pair segment (pair_segment_bytes(ring_bytes));
   /// `doorbell`: the connected TCP link to the same peer; `is_creator`:
-  /// this side created the segment (it writes direction 0).
+  /// this side created the segment (it writes direction 0);
+  /// `single_copy_bytes`: buffers of at least this size go to the peer as
+  /// splices (shm_ring.hpp) once it can read them; 0: never.
   shm_connection(shm_segment segment, std::size_t ring_bytes, bool is_creator, connection_ptr doorbell,
-                 std::string description);
+                 std::string description, std::size_t single_copy_bytes = 0);
   ~shm_connection() override;
 
   io_result write_some(const iovec* iov, int count) override;
@@ -42,6 +49,8 @@ public:
   void close() override;
   int poll_fd() const override;
   const std::string& description() const override { return description_; }
+  /// Bytes received as splices, straight from the peer's memory.
+  uint64_t single_copy_bytes() const noexcept { return rx_.spliced(); }
 
 
 private:
@@ -56,6 +65,8 @@ private:
   void check_peer();
   bool peer_check_due();
   void self_signal() const;
+  /// Once the peer offers splices: whether we can take them (logged).
+  void probe_single_copy();
 
   shm_segment segment_;
   mutable shm_ring tx_;

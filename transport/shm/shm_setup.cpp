@@ -1,5 +1,6 @@
 #include "transport/shm/shm_setup.hpp"
 
+#include <mccl/config.hpp>
 #include <mccl/error.hpp>
 #include "config/log.hpp"
 #include "transport/shm/shm_connection.hpp"
@@ -221,6 +222,9 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
                                                         "another MCCL_HOST_ID")
                                         + "; use MCCL_TRANSPORT=auto to reach them over TCP");
   }
+  auto single_copy = o.single_copy_bytes;
+  if (single_copy == config::single_copy_auto)
+    single_copy = static_cast<int>(local.size()) + 1 >= auto_single_copy_ranks ? auto_single_copy_bytes : 0;
   for (int p : remote)
     MCCL_LOG(info, rank_name(o.rank) << ": " << rank_name(p) << " over TCP (another host"
                                      << (me.empty() ? ": no boot id here" : "") << ")");
@@ -295,8 +299,12 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
   auto adopt = [&](int p, shm_segment seg, bool creator) {
     auto description = rank_name(p) + " over shared memory";
     MCCL_LOG(info, rank_name(o.rank) << ": " << description << " (" << format_bytes(o.ring_bytes)
-                                     << " rings, doorbell " << conns[p]->description() << ")");
-    conns[p] = std::make_shared<shm_connection>(std::move(seg), o.ring_bytes, creator, conns[p], description);
+                                     << " rings, "
+                                     << (single_copy > 0 ? "single copy from " + format_bytes(single_copy)
+                                                         : std::string("no single copy"))
+                                     << ", doorbell " << conns[p]->description() << ")");
+    conns[p] = std::make_shared<shm_connection>(std::move(seg), o.ring_bytes, creator, conns[p], description,
+                                                single_copy);
     ++result.shm_peers;
   };
   for (auto& [p, seg] : made)

@@ -39,6 +39,14 @@ namespace mccl::transport {
 /// Empty when the boot id is unreadable.
 std::string host_identity(const std::string& split);
 
+/// MCCL_SHM_SINGLE_COPY_BYTES=auto copies once from this many ranks on a
+/// host up: 4 to 16 ranks on 16 cores, at least the ring's busbw in 32 of
+/// 36 cases from 1 to 64 MiB (up to 1.9x); 2 ranks, where the ring's two
+/// copies run on both sides at once, in 8 of 12, and on 2 vCPUs mostly
+/// less (bench/RESULTS.md, "Single copy").
+constexpr int auto_single_copy_ranks = 4;
+constexpr std::size_t auto_single_copy_bytes = std::size_t{64} << 10;
+
 struct shm_setup_options {
   int rank = 0;
   int world = 1;
@@ -48,6 +56,10 @@ struct shm_setup_options {
   std::string host_id;
   /// Each ring's size (MCCL_SHM_RING_BYTES), a power of two.
   std::size_t ring_bytes = std::size_t{1} << 21;
+  /// Payloads from this size on go to a peer as splices (shm_ring.hpp);
+  /// 0: never; config::single_copy_auto: 64K where at least
+  /// auto_single_copy_ranks ranks share this host, else never.
+  std::size_t single_copy_bytes = 0;
   /// The host board's bank size this rank asks for; the smallest of all
   /// ranks' is used, 0: no board.
   std::size_t board_bytes = 0;
