@@ -138,15 +138,22 @@ void across_hosts(step_merger& merged, const host_layout& l, int k, const progra
   merged.embed(sub, first_step, [&](int h) { return l.at(h, k); }, blocks_of);
 }
 
-/// An extra's side of folding: it hands `in` to its core rank in its fold
-/// step and gets `out` back from it in step `last`.
-void extra_folds(step_merger& merged, const host_layout& l, int rank, const std::vector<int>& in,
-                 int last, const std::vector<int>& out) {
-  int core = l.core_of(rank);
-  if (!in.empty())
-    merged.add(l.fold_step(rank), xfer_kind::send, core, in);
-  if (!out.empty())
-    merged.add(last, xfer_kind::recv_copy, core, out);
+/// Folding for the reductions: an extra hands its whole vector (`all`) to
+/// its core rank in its fold step and gets result(extra) back in step
+/// `last`; a core rank reduces each of its extras' vectors into its own and
+/// sends each its result.
+template <class Result>
+void fold_reduction(step_merger& merged, const host_layout& l, int rank, const std::vector<int>& all,
+                    int last, Result result) {
+  if (!l.is_core(rank)) {
+    merged.add(l.fold_step(rank), xfer_kind::send, l.core_of(rank), all);
+    merged.add(last, xfer_kind::recv_copy, l.core_of(rank), result(rank));
+    return;
+  }
+  for (int e : l.extras_of(rank)) {
+    merged.add(l.fold_step(e), xfer_kind::recv_reduce, e, all);
+    merged.add(last, xfer_kind::send, e, result(e));
+  }
 }
 
 } // namespace
@@ -180,28 +187,22 @@ program hier_allreduce(int rank, const std::vector<int>& host_of) {
   const int last = gather + S - 1 + (F > 0); // steps in all
   step_merger merged;
   const auto all = all_blocks(prog.blocks);
-  if (!l.is_core(rank)) {
-    extra_folds(merged, l, rank, all, last - 1, all);
-    merged.write_to(prog, last);
-    return prog;
+  fold_reduction(merged, l, rank, all, last - 1, [&](int) { return all; });
+  if (l.is_core(rank)) {
+    const int h = l.host(rank);
+    const int k = l.place(rank);
+    auto stripe = [H](int s) {
+      std::vector<int> v;
+      for (int j = 0; j < H; ++j)
+        v.push_back(s * H + j);
+      return v;
+    };
+    auto crossing = [H, k](int j) { return std::vector<int>{k * H + j}; };
+    inside_host(merged, l, h, ring_reduce_scatter(k, S), F, stripe);
+    across_hosts(merged, l, k, ring_reduce_scatter(h, H), cross, crossing);
+    across_hosts(merged, l, k, ring_allgather(h, H), cross + H - 1, crossing);
+    inside_host(merged, l, h, ring_allgather(k, S), gather, stripe);
   }
-  const int h = l.host(rank);
-  const int k = l.place(rank);
-  for (int e : l.extras_of(rank)) {
-    merged.add(l.fold_step(e), xfer_kind::recv_reduce, e, all);
-    merged.add(last - 1, xfer_kind::send, e, all);
-  }
-  auto stripe = [H](int s) {
-    std::vector<int> v;
-    for (int j = 0; j < H; ++j)
-      v.push_back(s * H + j);
-    return v;
-  };
-  auto crossing = [H, k](int j) { return std::vector<int>{k * H + j}; };
-  inside_host(merged, l, h, ring_reduce_scatter(k, S), F, stripe);
-  across_hosts(merged, l, k, ring_reduce_scatter(h, H), cross, crossing);
-  across_hosts(merged, l, k, ring_allgather(h, H), cross + H - 1, crossing);
-  inside_host(merged, l, h, ring_allgather(k, S), gather, stripe);
   merged.write_to(prog, last);
   return prog;
 }
@@ -218,24 +219,18 @@ program hier_reduce_scatter(int rank, const std::vector<int>& host_of) {
   const int cross = F + S - 1;
   const int last = cross + H - 1 + (F > 0);
   step_merger merged;
-  const auto all = all_blocks(prog.blocks);
-  if (!l.is_core(rank)) {
-    extra_folds(merged, l, rank, all, last - 1, {rank});
-    merged.write_to(prog, last);
-    return prog;
+  fold_reduction(merged, l, rank, all_blocks(prog.blocks), last - 1,
+                 [](int extra) { return std::vector<int>{extra}; });
+  if (l.is_core(rank)) {
+    const int h = l.host(rank);
+    const int k = l.place(rank);
+    // Inside the host, sub-block s is stripe s of every host; across hosts,
+    // sub-block j is this stripe's part on host j.
+    inside_host(merged, l, h, ring_reduce_scatter(k, S), F,
+                [&](int s) { return l.stripe_everywhere(s); });
+    across_hosts(merged, l, k, ring_reduce_scatter(h, H), cross,
+                 [&](int j) { return l.stripe_on(j, k); });
   }
-  const int h = l.host(rank);
-  const int k = l.place(rank);
-  for (int e : l.extras_of(rank)) {
-    merged.add(l.fold_step(e), xfer_kind::recv_reduce, e, all);
-    merged.add(last - 1, xfer_kind::send, e, {e});
-  }
-  // Inside the host, sub-block s is stripe s of every host; across hosts,
-  // sub-block j is this stripe's part on host j.
-  inside_host(merged, l, h, ring_reduce_scatter(k, S), F,
-              [&](int s) { return l.stripe_everywhere(s); });
-  across_hosts(merged, l, k, ring_reduce_scatter(h, H), cross,
-               [&](int j) { return l.stripe_on(j, k); });
   merged.write_to(prog, last);
   return prog;
 }

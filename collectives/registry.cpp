@@ -106,16 +106,17 @@ bool power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
 // algorithms were within noise of each other, the simpler one is kept.
 std::string default_algorithm(op_kind kind, std::size_t bytes, int world, const config& cfg) {
   bool small = bytes <= cfg.small_msg_threshold;
-  // Several hosts, several ranks on some: above the latency sizes the links
-  // between hosts are the limit, and the host-aware programs send across
-  // hosts only what the op needs (a flat ring crosses a host boundary on
-  // every edge that leaves a host) and share it among each host's ranks.
-  // On 2 emulated hosts x 2 ranks at 1 Gbit/s they beat the flat table and
-  // the ring at every size from 4K (broadcast ties with the chain;
-  // bench/RESULTS.md, "Host-aware collectives"). Up to the small threshold
-  // the latency algorithms stay: the host-aware ones take more steps, and
-  // real networks' round trips cost more than the emulated ones'.
-  if (cfg.hosts > 1 && world > cfg.hosts && !small
+  // Several hosts, several ranks on some: the links between hosts are the
+  // limit, and the host-aware programs send across hosts only what the op
+  // needs (a flat algorithm crosses a host boundary on every step that
+  // leaves a host, oneshot sends the whole vector to every remote rank)
+  // and share it among each host's ranks. On 2 emulated hosts x 2 ranks at
+  // 1 Gbit/s they beat the flat table and the ring at every size from 4K
+  // (broadcast ties with the chain; bench/RESULTS.md, "Host-aware
+  // collectives"). Those links have no latency; with a real network's
+  // round trips (tens of us) their one extra round across hosts costs
+  // more than the bytes they save up to about 16K on 1-10 Gbit/s.
+  if (cfg.hosts > 1 && world > cfg.hosts && bytes > 16 * KiB
       && (kind == op_kind::allreduce || kind == op_kind::allgather
           || kind == op_kind::reduce_scatter || kind == op_kind::broadcast))
     return "hier";

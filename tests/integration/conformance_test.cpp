@@ -222,12 +222,24 @@ struct pending_op {
   std::vector<std::shared_ptr<buffer>> keep;
 };
 
+/// The operations a configuration runs (its MCCL_ALGO changes only some;
+/// the others would repeat the built-in table's run).
+enum ops : unsigned {
+  allreduce_ops = 1,
+  reduce_ops = 2,
+  reduce_scatter_ops = 4, ///< and reduce_scatterv
+  broadcast_ops = 8,
+  allgather_ops = 16,     ///< and allgatherv
+  /// gather, scatter, alltoall(v), send/recv: one algorithm each.
+  other_ops = 32,
+  every_op = 63,
+};
+
 /// Everything a rank runs, in the same order on every rank.
 class rank_program {
 public:
-  /// full: every op; else allreduce, plus allgather(v) when `gathers`.
-  rank_program(mccl::communicator& c, bool full, bool gathers = false)
-    : comm_(c), w_(c.size()), r_(c.rank()), full_(full), gathers_(gathers) {}
+  rank_program(mccl::communicator& c, unsigned ops)
+    : comm_(c), w_(c.size()), r_(c.rank()), ops_(ops) {}
 
   void run() {
     for (auto t : all_dtypes)
@@ -235,25 +247,27 @@ public:
         for (bool in_place : {false, true}) {
           for (auto op : all_redops)
             if (mccl::check_reduction(op, t).empty()) {
-              allreduce(t, op, n, in_place);
-              if (full_) {
+              if (ops_ & allreduce_ops)
+                allreduce(t, op, n, in_place);
+              if (ops_ & reduce_ops)
                 reduce(t, op, n, in_place, static_cast<int>((n + 1) % w_));
+              if (ops_ & reduce_scatter_ops) {
                 reduce_scatter(t, op, n, in_place, false);
                 reduce_scatter(t, op, n, in_place, true);
               }
             }
-          if (full_) {
+          if (ops_ & broadcast_ops)
             broadcast(t, n, in_place, static_cast<int>(n % w_));
+          if (ops_ & allgather_ops) {
             allgather(t, n, in_place, false);
             allgather(t, n, in_place, true);
+          }
+          if (ops_ & other_ops) {
             gather(t, n, in_place, static_cast<int>((n + 2) % w_));
             scatter(t, n, in_place, static_cast<int>((n + 3) % w_));
             alltoall(t, n, in_place);
             alltoallv(t, n);
             send_recv(t, n, in_place);
-          } else if (gathers_) {
-            allgather(t, n, in_place, false);
-            allgather(t, n, in_place, true);
           }
           flush();
         }
@@ -376,9 +390,10 @@ private:
     auto out = in_place ? in : std::make_shared<buffer>(make(t, n));
     auto w = comm_.broadcast(in->data(), out->data(), n, t, root);
     issue(w, [=] {
+      auto want = make_input(t, root, n);
       expect_each(where("broadcast", t, n, in_place) + " (" + w.metrics().algorithm + ")", n, t,
                   redop::sum, [&](std::size_t i) {
-                    return std::pair{get(t, out->data(), i), get(t, make_input(t, root, n).data(), i)};
+                    return std::pair{get(t, out->data(), i), get(t, want.data(), i)};
                   });
     }, {in, out});
   }
@@ -530,20 +545,17 @@ private:
   mccl::communicator& comm_;
   int w_;
   int r_;
-  bool full_;
-  bool gathers_;
+  unsigned ops_;
   std::vector<pending_op> batch_;
 };
 
-/// One algorithm configuration: MCCL_ALGO, and whether it runs every
-/// operation or only allreduce (and allgather(v) when `gathers`); with
-/// `host_of`, rank r of a world w acts as if on host host_of(r, w)
+/// One algorithm configuration: MCCL_ALGO and the operations it changes;
+/// with `host_of`, rank r of a world w acts as if on host host_of(r, w)
 /// (MCCL_HOST_ID): shared memory inside such a host, TCP between them.
 struct algo_config {
   const char* name;
   const char* algo;
-  bool full;
-  bool gathers = false;
+  unsigned ops;
   int (*host_of)(int rank, int world) = nullptr;
   /// Every chunk between ranks of one host copied once, straight from the
   /// sender's memory (MCCL_SHM_SINGLE_COPY_BYTES=4K, the chunk size here).
@@ -551,19 +563,21 @@ struct algo_config {
 };
 
 constexpr const char* host_aware = "allreduce=hier;broadcast=hier;allgather=hier;reduce_scatter=hier";
+constexpr unsigned flat_ops = allreduce_ops | reduce_ops | reduce_scatter_ops | broadcast_ops | allgather_ops;
+constexpr unsigned host_aware_ops = allreduce_ops | reduce_scatter_ops | broadcast_ops | allgather_ops;
 
 const algo_config configs[] = {
-  {"table", "", true, false, nullptr, true},
-  {"ring", "allreduce=ring;broadcast=tree;reduce=tree;allgather=ring;reduce_scatter=ring", true},
-  {"rd", "allreduce=rd;broadcast=chain;reduce=ring;allgather=rd;reduce_scatter=rd", true},
-  {"rabenseifner", "allreduce=rabenseifner;broadcast=scatter_allgather", true},
-  {"oneshot", "allreduce=oneshot", false},
-  {"direct", "allreduce=direct", false},
-  {"bidir_ring", "allreduce=bidir_ring;allgather=bidir_ring", false, true},
+  {"table", "", every_op, nullptr, true},
+  {"ring", "allreduce=ring;broadcast=tree;reduce=tree;allgather=ring;reduce_scatter=ring", flat_ops},
+  {"rd", "allreduce=rd;broadcast=chain;reduce=ring;allgather=rd;reduce_scatter=rd", flat_ops},
+  {"rabenseifner", "allreduce=rabenseifner;broadcast=scatter_allgather", allreduce_ops | broadcast_ops},
+  {"oneshot", "allreduce=oneshot", allreduce_ops},
+  {"direct", "allreduce=direct", allreduce_ops},
+  {"bidir_ring", "allreduce=bidir_ring;allgather=bidir_ring", allreduce_ops | allgather_ops},
   // Two hosts, ranks alternating (3 ranks: 2 + 1, so one rank folds in).
-  {"hier_alternating", host_aware, true, false, [](int r, int) { return r % 2; }},
+  {"hier_alternating", host_aware, host_aware_ops, [](int r, int) { return r % 2; }},
   // Pairs of ranks over three hosts (8 ranks: 4 + 2 + 2).
-  {"hier_pairs", host_aware, true, false, [](int r, int) { return r / 2 % 3; }, true},
+  {"hier_pairs", host_aware, host_aware_ops, [](int r, int) { return r / 2 % 3; }, true},
 };
 constexpr int config_count = static_cast<int>(sizeof configs / sizeof configs[0]);
 
@@ -587,7 +601,7 @@ TEST_P(Conformance, MatchesTheReference) {
     return mine;
   };
   mccl_test::run_ranks(rt, world, settings_of, [&](mccl::communicator& comm) {
-    rank_program(comm, cfg.full, cfg.gathers).run();
+    rank_program(comm, cfg.ops).run();
   });
 }
 

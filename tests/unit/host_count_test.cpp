@@ -61,7 +61,7 @@ TEST(DefaultAlgorithm, BroadcastTakesTheChainOnlyAcrossHostsAndForLargeOps) {
   EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 16 * MiB, 2, three_hosts), "tree");
 }
 
-TEST(DefaultAlgorithm, HostAwareOnesAcrossHostsWithSeveralRanksOnSomeAboveTheSmallThreshold) {
+TEST(DefaultAlgorithm, HostAwareOnesAcrossHostsWithSeveralRanksOnSomeAbove16K) {
   using mccl::op_kind;
   mccl::config one_host;
   mccl::config two_hosts;
@@ -72,10 +72,8 @@ TEST(DefaultAlgorithm, HostAwareOnesAcrossHostsWithSeveralRanksOnSomeAboveTheSma
     EXPECT_EQ(mccl::default_algorithm(kind, 64 * MiB, 4, two_hosts), "hier") << to_string(kind);
     EXPECT_NE(mccl::default_algorithm(kind, 64 * MiB, 4, one_host), "hier") << to_string(kind);
     EXPECT_NE(mccl::default_algorithm(kind, 64 * MiB, 2, two_hosts), "hier") << to_string(kind);
-    EXPECT_NE(mccl::default_algorithm(kind, two_hosts.small_msg_threshold, 4, two_hosts), "hier")
-      << to_string(kind);
-    EXPECT_EQ(mccl::default_algorithm(kind, two_hosts.small_msg_threshold + 1, 4, two_hosts), "hier")
-      << to_string(kind);
+    EXPECT_NE(mccl::default_algorithm(kind, 16 * 1024, 4, two_hosts), "hier") << to_string(kind);
+    EXPECT_EQ(mccl::default_algorithm(kind, 16 * 1024 + 1, 4, two_hosts), "hier") << to_string(kind);
   }
   EXPECT_NE(mccl::default_algorithm(op_kind::reduce, 64 * MiB, 4, two_hosts), "hier");
 }
