@@ -102,7 +102,11 @@ void channel::abort(int origin, errc code, const std::string& reason) {
   aborted_ = true;
   record("abort_sent", nullptr, "ABORT (origin rank " + std::to_string(origin) + "): " + reason);
   // Drop every frame not begun; the one on the wire must finish (the stream
-  // would be corrupt otherwise), from a copy of what is left of it.
+  // would be corrupt otherwise), from a copy of what is left of it. A
+  // connection that had taken bytes of the dropped frames (single copy)
+  // fails instead of sending them.
+  if (conn_)
+    conn_->release_buffers();
   if (!txq_.empty()) {
     auto front = std::move(txq_.front());
     txq_.clear();

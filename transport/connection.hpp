@@ -38,9 +38,18 @@ public:
   virtual ~connection() = default;
 
   /// Never blocks. Writes as much of the gathered buffers as the transport
-  /// takes now (0 bytes when it takes nothing). The caller keeps the
-  /// buffers; nothing is referenced after the call returns.
+  /// takes now (0 bytes when it takes nothing); the caller passes the rest
+  /// again later. Bytes not reported written must stay unchanged until they
+  /// are: a transport may read them after the call (shared memory's single
+  /// copy lets the peer read them straight from the caller's memory), and
+  /// skips, when they are passed again, those it took already.
   virtual io_result write_some(const iovec* iov, int count) = 0;
+  /// Never blocks. The caller drops what was not reported written (an
+  /// abort): from now on the connection references none of its buffers.
+  /// Where it had taken some of those bytes already, the stream cannot go
+  /// on and fails on both ends (the peer never gets them). Transports that
+  /// copy what they take have nothing to do.
+  virtual void release_buffers() {}
 
   /// Never blocks. Reads up to len bytes; bytes == 0 without closed or
   /// error means nothing is available now.

@@ -233,6 +233,24 @@ TEST(ShmRing, SplicesComeInStreamOrderAndAreReportedAsTheReaderTakesThem) {
   EXPECT_FALSE(r.reader.arm_reader()) << "all read";
 }
 
+TEST(ShmRing, ARevokedSpliceIsNeverReadAsData) {
+  local_ring r(4096);
+  r.writer.enable_splices(1000);
+  ASSERT_EQ(r.reader.probe_splices(), 1);
+  auto head = pattern(56, 1), payload = pattern(5000, 2);
+  iovec v[2] = {{head.data(), head.size()}, {payload.data(), payload.size()}};
+  ASSERT_EQ(r.writer.write(v, 2), 56u);
+  EXPECT_TRUE(r.writer.unreported());
+  std::vector<uint8_t> got(8000);
+  ASSERT_EQ(r.reader.read(got.data(), 56), 56);
+  ASSERT_EQ(r.reader.read(got.data(), 1000), 1000) << "the reader starts on the payload";
+  r.writer.revoke_splices(); // the writer's caller lets its buffers go
+  std::fill(payload.begin(), payload.end(), 0xEE);
+  errno = 0;
+  EXPECT_EQ(r.reader.read(got.data(), 4000), -1);
+  EXPECT_EQ(errno, ECANCELED) << "what it copied after the revocation is not data";
+}
+
 TEST(ShmRing, TwoThreadsStreamThroughASmallRing) {
   local_ring r(4096);
   auto out = pattern(16 << 20);
@@ -302,6 +320,32 @@ TEST(ShmConnection, LargeBuffersAreCopiedOnceStraightFromThePeersMemory) {
   write_all(*q.a, c, pieces);
   EXPECT_TRUE(q_reads.get() == c);
   EXPECT_EQ(q.b->single_copy_bytes(), 0u);
+}
+
+TEST(ShmConnection, AnAbortWithAPayloadInFlightFailsTheLinkOnBothEnds) {
+  shm_pair p(1 << 16, 32 << 10);
+  // The reader accepts single copy at its first read.
+  uint8_t byte;
+  ASSERT_EQ(p.b->read_some(&byte, 1).bytes, 0u);
+  auto payload = pattern(100000, 6);
+  iovec v{payload.data(), payload.size()};
+  auto w = p.a->write_some(&v, 1);
+  ASSERT_FALSE(w.closed) << w.error;
+  ASSERT_EQ(w.bytes, 0u) << "posted, not taken yet";
+  p.a->release_buffers(); // the channel aborts and drops the frame
+  auto again = p.a->write_some(&v, 1);
+  EXPECT_TRUE(again.closed);
+  EXPECT_NE(again.error.find("single copy"), std::string::npos) << again.error;
+  std::vector<uint8_t> in(payload.size());
+  auto r = p.b->read_some(in.data(), in.size());
+  EXPECT_TRUE(r.closed) << "the peer never takes a payload that was let go";
+  EXPECT_NE(r.error.find("dropped a payload"), std::string::npos) << r.error;
+  // Without a payload in flight, an abort leaves the link as it is.
+  shm_pair q(1 << 16, 32 << 10);
+  q.a->release_buffers();
+  auto small = pattern(100, 7);
+  iovec s{small.data(), small.size()};
+  EXPECT_EQ(q.a->write_some(&s, 1).bytes, small.size());
 }
 
 TEST(ShmConnection, ACloseIsReadAfterTheLastBytes) {

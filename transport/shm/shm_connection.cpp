@@ -79,7 +79,9 @@ io_result shm_connection::read_some(void* data, std::size_t len) {
   probe_single_copy();
   auto n = rx_.read(data, len);
   if (n < 0)
-    return {0, true, "single copy from " + description_ + ": process_vm_readv: " + std::strerror(errno)};
+    return {0, true, errno == ECANCELED
+                       ? "the peer dropped a payload it had offered for single copy (it aborted)"
+                       : "single copy from " + description_ + ": process_vm_readv: " + std::strerror(errno)};
   if (n > 0) {
     if (rx_.take_writer_waiting())
       ring_peer();
@@ -96,6 +98,16 @@ io_result shm_connection::read_some(void* data, std::size_t len) {
     return {0, true, peer_error_};
   }
   return {};
+}
+
+void shm_connection::release_buffers() {
+  if (!tx_.unreported())
+    return; // everything taken is in the ring: the stream goes on
+  tx_.revoke_splices();
+  peer_closed_ = true;
+  if (peer_error_.empty())
+    peer_error_ = "aborted with payloads in flight to the peer for single copy: the link is closed";
+  ring_peer(); // a sleeping reader wakes, meets the revoked splice and fails
 }
 
 void shm_connection::probe_single_copy() {

@@ -96,6 +96,12 @@ uint64_t shm_ring::delivered() noexcept {
   return accepted_;
 }
 
+void shm_ring::revoke_splices() noexcept {
+  ctl_->revoked.store(1, std::memory_order_seq_cst);
+  splice_min_ = 0;
+  splices_accepted_ = false;
+}
+
 void shm_ring::enable_splices(std::size_t min_bytes) noexcept {
   splice_min_ = min_bytes;
   if (min_bytes == 0)
@@ -140,6 +146,13 @@ std::ptrdiff_t shm_ring::read(void* out, std::size_t len) noexcept {
       iovec local{out, m};
       iovec remote{reinterpret_cast<void*>(e.addr.load(std::memory_order_relaxed) + in_done_), m};
       auto got = ::process_vm_readv(writer_, &local, 1, &remote, 1, 0);
+      // Checked after the copy: the writer revokes before it lets its
+      // buffers go, so a copy that finished before the revocation is seen
+      // to have read the buffer while it was still the payload.
+      if (ctl_->revoked.load(std::memory_order_seq_cst) != 0) {
+        errno = ECANCELED;
+        return -1;
+      }
       if (got <= 0) {
         if (got == 0)
           errno = EIO;

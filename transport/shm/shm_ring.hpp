@@ -60,6 +60,9 @@ struct shm_ring_control {
   alignas(64) std::atomic<uint64_t> posted{0}; ///< splices ever posted (writer)
   std::atomic<uint64_t> probe_addr{0};         ///< where writer_pid is in the writer's memory
   std::atomic<int32_t> writer_pid{0};          ///< set once splices may be posted
+  /// Set when the writer dropped the buffers of open splices (an abort):
+  /// what the reader copied of them may be anything, and the stream ends.
+  std::atomic<uint32_t> revoked{0};
   shm_splice splices[max_splices];
   alignas(64) std::atomic<uint64_t> taken{0};   ///< splices ever taken whole (reader)
   std::atomic<uint64_t> spliced{0};             ///< splice bytes ever taken (reader)
@@ -85,7 +88,8 @@ public:
   std::size_t write(const iovec* iov, int count) noexcept;
   /// Copies up to `len` bytes of the stream out: ring bytes, or those of a
   /// splice straight from the writer's memory. Returns the bytes read, or
-  /// -1 with errno set when the writer's memory could not be read.
+  /// -1 with errno set when the writer's memory could not be read (or the
+  /// writer revoked its splices: ECANCELED).
   std::ptrdiff_t read(void* out, std::size_t len) noexcept;
 
   /// Bytes the reader could read now from the ring (splices not counted).
@@ -113,6 +117,9 @@ public:
   int probe_splices() noexcept;
   /// Writer: bytes taken but not yet reported (behind an open splice).
   bool unreported() const noexcept { return accepted_ != reported_; }
+  /// Writer: the caller drops its buffers now; the reader must not use
+  /// what it copies from the open splices (read() fails from then on).
+  void revoke_splices() noexcept;
   /// Reader: splice bytes taken so far, ever.
   uint64_t spliced() const noexcept { return spliced_; }
 
