@@ -108,11 +108,10 @@ TEST(program_hosts, hier_allreduce_for_many_layouts) {
     // extras none: 2 (H - 1) / H of the vector leaves each host.
     auto crossing = crossing_blocks(programs(w, make), host_of);
     for (int r = 0; r < w; ++r) {
-      bool core = true;
-      int place = 0;
+      int place = 0; // among its host's ranks
       for (int q = 0; q < r; ++q)
         place += host_of[q] == host_of[r];
-      core = place < f.stripes;
+      bool core = place < f.stripes;
       EXPECT_EQ(crossing[r], core ? 2 * (f.hosts - 1) : 0) << show(host_of) << " rank " << r;
     }
   }
