@@ -16,7 +16,9 @@ namespace mccl::actors {
 // keeps it in the engine.
 bool comm_core::takes_board(const op_request& op) const {
   const auto& board = init_.board;
-  if (!board || !fits_board(op, init_.world, board->slot_bytes()))
+  // The board copies values exactly; compressed ops go through the links.
+  if (!board || op.compression != compression_kind::none
+      || !fits_board(op, init_.world, board->slot_bytes()))
     return false;
   auto kind = static_cast<std::size_t>(op.kind);
   return kind >= algo_named_.size() || !algo_named_[kind]

@@ -5,12 +5,16 @@
 
 namespace mccl {
 
-work communicator::impl::submit(std::shared_ptr<op_request> req) {
+work communicator::impl::submit(std::shared_ptr<op_request> req, const op_options& opts) {
   auto& op = *req;
   if (finalized.load())
     throw error(errc::finalized,
                 describe(op) + " on rank " + std::to_string(rank) + ": the communicator was finalized");
   actors::check_op(op, rank, world);
+  actors::resolve_compression(op, opts, cfg, rank, world);
+  if (op.compression == compression_kind::topk && opts.error_feedback)
+    op.residual = residual_for(opts.topk_key != 0 ? opts.topk_key
+                                                  : reinterpret_cast<std::uintptr_t>(op.recv));
   auto state = std::make_shared<work_state>(cfg.timeout, op.kind == op_kind::custom ? op.name : to_string(op.kind));
   work w(state);
   if (fault_report) {
@@ -28,6 +32,14 @@ work communicator::impl::submit(std::shared_ptr<op_request> req) {
   }
   core->submit(std::move(req), state);
   return w;
+}
+
+std::shared_ptr<std::vector<float>> communicator::impl::residual_for(uint64_t key) {
+  std::lock_guard<std::mutex> guard{residual_mutex};
+  auto& r = residuals[key];
+  if (!r)
+    r = std::make_shared<std::vector<float>>();
+  return r;
 }
 
 void communicator::impl::finalize() {
@@ -71,40 +83,45 @@ std::shared_ptr<op_request> request(op_kind kind, const void* send, void* recv, 
 
 } // namespace
 
-work communicator::allreduce(const void* send, void* recv, std::size_t count, dtype type, redop op) {
-  return checked().submit(request(op_kind::allreduce, send, recv, count, type, op));
+work communicator::allreduce(const void* send, void* recv, std::size_t count, dtype type, redop op,
+                             const op_options& opts) {
+  return checked().submit(request(op_kind::allreduce, send, recv, count, type, op), opts);
 }
 
-work communicator::broadcast(const void* send, void* recv, std::size_t count, dtype type, int root) {
-  return checked().submit(request(op_kind::broadcast, send, recv, count, type, redop::sum, root));
+work communicator::broadcast(const void* send, void* recv, std::size_t count, dtype type, int root,
+                             const op_options& opts) {
+  return checked().submit(request(op_kind::broadcast, send, recv, count, type, redop::sum, root),
+                          opts);
 }
 
 work communicator::reduce(const void* send, void* recv, std::size_t count, dtype type, redop op,
-                          int root) {
-  return checked().submit(request(op_kind::reduce, send, recv, count, type, op, root));
+                          int root, const op_options& opts) {
+  return checked().submit(request(op_kind::reduce, send, recv, count, type, op, root), opts);
 }
 
-work communicator::allgather(const void* send, void* recv, std::size_t count, dtype type) {
-  return checked().submit(request(op_kind::allgather, send, recv, count, type));
+work communicator::allgather(const void* send, void* recv, std::size_t count, dtype type,
+                             const op_options& opts) {
+  return checked().submit(request(op_kind::allgather, send, recv, count, type), opts);
 }
 
 work communicator::allgatherv(const void* send, void* recv, const std::vector<std::size_t>& counts,
-                              dtype type) {
+                              dtype type, const op_options& opts) {
   auto r = request(op_kind::allgather, send, recv, 0, type);
   r->counts = counts;
-  return checked().submit(std::move(r));
+  return checked().submit(std::move(r), opts);
 }
 
 work communicator::reduce_scatter(const void* send, void* recv, std::size_t count, dtype type,
-                                  redop op) {
-  return checked().submit(request(op_kind::reduce_scatter, send, recv, count, type, op));
+                                  redop op, const op_options& opts) {
+  return checked().submit(request(op_kind::reduce_scatter, send, recv, count, type, op), opts);
 }
 
 work communicator::reduce_scatterv(const void* send, void* recv,
-                                   const std::vector<std::size_t>& counts, dtype type, redop op) {
+                                   const std::vector<std::size_t>& counts, dtype type, redop op,
+                                   const op_options& opts) {
   auto r = request(op_kind::reduce_scatter, send, recv, 0, type, op);
   r->counts = counts;
-  return checked().submit(std::move(r));
+  return checked().submit(std::move(r), opts);
 }
 
 work communicator::gather(const void* send, void* recv, std::size_t count, dtype type, int root) {

@@ -11,9 +11,11 @@
 #include "transport/store/tcp_store.hpp"
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace mccl {
 
@@ -35,13 +37,21 @@ struct communicator::impl {
   std::shared_ptr<transport::fault_recorder> fault_report;
   std::atomic<uint64_t> splits{0};
   std::atomic<uint64_t> shrinks{0};
+  /// topk error feedback: what each key's earlier ops did not send
+  /// (op_options::topk_key). An op resizes its residual when the count
+  /// changed.
+  std::mutex residual_mutex;
+  std::map<uint64_t, std::shared_ptr<std::vector<float>>> residuals;
   std::mutex finalize_mutex;
   std::atomic<bool> finalized{false};
 
   ~impl() { finalize(); }
 
-  /// Checks `req` (actors/op_checks.hpp) and hands it to the core.
-  work submit(std::shared_ptr<op_request> req);
+  /// Checks `req` (actors/op_checks.hpp), settles its compression and
+  /// hands it to the core.
+  work submit(std::shared_ptr<op_request> req, const op_options& opts = {});
+  /// The residual kept under `key` (made empty on first use).
+  std::shared_ptr<std::vector<float>> residual_for(uint64_t key);
   void finalize();
 };
 

@@ -8,6 +8,7 @@
 #include <mccl/program.hpp>
 #include "config/log.hpp"
 #include "transport/fault/fault_connection.hpp"
+#include "transport/rdma/rdma_probe.hpp"
 #include "transport/shm/shm_setup.hpp"
 #include "transport/tcp/interfaces.hpp"
 #include "transport/tcp/socket_util.hpp"
@@ -16,6 +17,7 @@
 #include "transport/tcp/tcp_mesh.hpp"
 
 #include <cerrno>
+#include <mutex>
 #include <cstdlib>
 #include <algorithm>
 #include <random>
@@ -148,6 +150,32 @@ std::vector<int> host_of_ranks(const std::vector<std::string>& identities,
 
 } // namespace
 
+namespace {
+
+/// MCCL_TRANSPORT=auto and =rdma look for RDMA at run time. This version
+/// has no RDMA data path, so both go on without it: auto says why at
+/// INFO; rdma falls back to TCP with a WARN naming the reason.
+void settle_rdma(config& cfg, int rank) {
+  if (cfg.transport != transport_kind::auto_select && cfg.transport != transport_kind::rdma)
+    return;
+  const auto& probe = transport::probe_rdma();
+  std::string why = probe.summary;
+  if (probe.device_ready)
+    why += ", but this version of mccl has no RDMA data path";
+  for (const auto& d : probe.devices)
+    MCCL_LOG(debug, "rank " << rank << ": RDMA device " << d);
+  if (cfg.transport == transport_kind::rdma) {
+    MCCL_LOG(warn, "rank " << rank << ": MCCL_TRANSPORT=rdma: RDMA cannot be used (" << why
+                           << "); falling back to TCP");
+    cfg.transport = transport_kind::tcp;
+  } else {
+    MCCL_LOG(info, "rank " << rank << ": RDMA not used (" << why
+                           << "); ranks on other hosts connect over TCP");
+  }
+}
+
+} // namespace
+
 namespace detail {
 
 communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const comm_options& o,
@@ -172,9 +200,15 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   MCCL_LOG(info, "mccl " << MCCL_VERSION_STRING << " rank " << o.rank << " of " << o.world_size
                          << ", communicator " << o.comm_id << ", resolved configuration:\n"
                          << describe(cfg));
-  if (cfg.transport == transport_kind::rdma)
-    throw error(errc::unsupported, "MCCL_TRANSPORT=rdma: the RDMA transport is not built yet in this "
-                                   "version; use MCCL_TRANSPORT=auto, shm or tcp");
+  auto ignored = settings_without_effect(cfg);
+  static std::once_flag ignored_once;
+  if (!ignored.empty())
+    std::call_once(ignored_once, [&] {
+      MCCL_LOG(info, ignored << ": settings of MCCL's GPU backend; mccl's payloads live in CPU "
+                                "memory, where they have no effect");
+    });
+  if (o.world_size > 1)
+    settle_rdma(cfg, o.rank);
 
   std::vector<transport::connection_ptr> conns;
   std::shared_ptr<transport::tcp_link_resumer> resumer; // MCCL_RECONNECT_MS

@@ -134,4 +134,53 @@ void check_op(op_request& op, int rank, int world) {
   checker{op, rank, world}.run();
 }
 
+bool compression_applies(const op_request& op, compression_kind kind) {
+  if (op.type != dtype::float32)
+    return false;
+  if (kind == compression_kind::topk)
+    return op.kind == op_kind::allreduce && (op.op == redop::sum || op.op == redop::avg);
+  switch (op.kind) {
+    case op_kind::allreduce:
+    case op_kind::reduce:
+    case op_kind::reduce_scatter:
+    case op_kind::allgather:
+    case op_kind::broadcast:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void resolve_compression(op_request& op, const op_options& asked, const config& cfg, int rank,
+                         int world) {
+  auto kind = asked.compression.value_or(cfg.compression);
+  op.compression = compression_kind::none;
+  if (kind == compression_kind::none)
+    return;
+  auto reject = [&](const std::string& why) {
+    throw error(errc::invalid_argument, describe(op) + " on rank " + std::to_string(rank)
+                                          + ": compression " + to_string(kind) + " " + why);
+  };
+  if (!compression_applies(op, kind)) {
+    // The communicator's setting covers the ops it can; asking for it on
+    // one op that it cannot carry is a mistake worth hearing about.
+    if (asked.compression)
+      reject(kind == compression_kind::topk
+               ? "applies to float32 allreduce with sum or avg only"
+               : "applies to float32 allreduce, reduce, reduce_scatter, allgather and broadcast "
+                 "only");
+    return;
+  }
+  double ratio = asked.topk_ratio.value_or(cfg.topk_ratio);
+  if (kind == compression_kind::topk && !(ratio > 0.0 && ratio <= 1.0))
+    reject("ratio " + std::to_string(ratio) + ": expected a fraction in (0, 1]");
+  // Small ops are latency-bound: halving their bytes saves nothing and the
+  // conversions would only add work. Every rank sees the same size, so all
+  // agree.
+  if (op.selection_bytes(world) <= cfg.small_msg_threshold)
+    return;
+  op.compression = kind;
+  op.topk_ratio = kind == compression_kind::topk ? ratio : 0.0;
+}
+
 } // namespace mccl::actors

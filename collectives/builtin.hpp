@@ -20,6 +20,9 @@ factory_fn make_allreduce_ring;
 /// Step programs (include/mccl/program.hpp) run by the step executor.
 factory_fn make_allreduce_rd;
 factory_fn make_allreduce_rabenseifner;
+/// Sparsified (compression topk): the k largest-magnitude elements of each
+/// rank as (index, value) pairs, allgathered and added up.
+factory_fn make_allreduce_topk;
 /// Half the vector round the ring each way, so both directions of every
 /// link carry data (a step program).
 factory_fn make_allreduce_bidir_ring;

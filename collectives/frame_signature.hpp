@@ -11,7 +11,7 @@ namespace mccl {
 
 inline uint32_t pack_desc(const op_signature& s) {
   return static_cast<uint32_t>(s.kind) | static_cast<uint32_t>(s.type) << 8
-         | static_cast<uint32_t>(s.op) << 16;
+         | static_cast<uint32_t>(s.op) << 16 | static_cast<uint32_t>(s.codec) << 24;
 }
 
 inline op_signature unpack_signature(const wire::frame_header& h) {
@@ -19,6 +19,7 @@ inline op_signature unpack_signature(const wire::frame_header& h) {
   s.kind = static_cast<op_kind>(h.op_desc & 0xff);
   s.type = static_cast<dtype>((h.op_desc >> 8) & 0xff);
   s.op = static_cast<redop>((h.op_desc >> 16) & 0xff);
+  s.codec = static_cast<compression_kind>((h.op_desc >> 24) & 0xff);
   s.arg = h.op_arg;
   s.count = h.op_count;
   return s;

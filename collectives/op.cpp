@@ -1,4 +1,5 @@
 #include "collectives/op.hpp"
+#include "reducers/topk.hpp"
 
 namespace mccl {
 
@@ -97,6 +98,9 @@ op_signature op_request::signature(int world) const noexcept {
   s.type = type;
   s.op = is_reduction(kind) || kind == op_kind::custom ? op : redop::sum;
   s.count = count;
+  s.codec = compression;
+  if (compression == compression_kind::topk) // ranks must agree on k
+    s.arg = static_cast<uint32_t>(topk_count(count, topk_ratio));
   if (is_rooted(kind))
     s.arg = static_cast<uint32_t>(root);
   switch (kind) {
@@ -148,6 +152,10 @@ std::string describe(const op_signature& s) {
     out += ", per-rank counts #" + std::to_string(s.arg);
   if (s.kind == op_kind::custom)
     out += ", name #" + std::to_string(s.arg);
+  if (s.codec == compression_kind::topk)
+    out += ", top " + std::to_string(s.arg) + " on the wire";
+  else if (s.codec != compression_kind::none)
+    out += std::string(", ") + to_string(s.codec) + " on the wire";
   return out + ")";
 }
 
@@ -172,6 +180,8 @@ std::string describe(const op_request& op) {
     out += std::string(", ") + to_string(op.op);
   if (is_rooted(op.kind))
     out += ", root " + std::to_string(op.root);
+  if (op.compression != compression_kind::none)
+    out += std::string(", ") + to_string(op.compression) + " on the wire";
   return out + ")";
 }
 

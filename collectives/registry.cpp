@@ -29,10 +29,13 @@ constexpr op_kind selectable[] = {op_kind::allreduce, op_kind::broadcast, op_kin
                                   op_kind::allgather, op_kind::reduce_scatter, op_kind::gather,
                                   op_kind::scatter,   op_kind::alltoall,  op_kind::barrier};
 
-bool fits(op_kind kind, const std::string& name, int world) {
+/// Whether `name` can run `op` on `world` ranks: its limits, and
+/// compression where the op asks for it.
+bool fits(const op_request& op, const std::string& name, int world) {
   std::lock_guard<std::mutex> guard{registry_mutex};
-  auto i = registry().find({kind, name});
-  return i != registry().end() && i->second.limits.fits(world);
+  auto i = registry().find({op.kind, name});
+  return i != registry().end() && i->second.limits.fits(world)
+         && (op.compression == compression_kind::none || i->second.limits.compresses);
 }
 
 } // namespace
@@ -62,26 +65,30 @@ void register_builtin_algorithms() {
   static std::once_flag once;
   std::call_once(once, [] {
     using namespace builtin;
+    // Step programs carry compressed payloads (collectives/step_executor.cpp).
+    const algorithm_limits program{1, 1 << 30, true};
     register_algorithm(op_kind::allreduce, "oneshot", make_allreduce_oneshot);
     register_algorithm(op_kind::allreduce, "direct", make_allreduce_direct, {2, 2});
     register_algorithm(op_kind::allreduce, "ring", make_allreduce_ring);
-    register_algorithm(op_kind::allreduce, "rd", make_allreduce_rd);
-    register_algorithm(op_kind::allreduce, "rabenseifner", make_allreduce_rabenseifner);
-    register_algorithm(op_kind::allreduce, "bidir_ring", make_allreduce_bidir_ring);
+    register_algorithm(op_kind::allreduce, "rd", make_allreduce_rd, program);
+    register_algorithm(op_kind::allreduce, "rabenseifner", make_allreduce_rabenseifner, program);
+    register_algorithm(op_kind::allreduce, "bidir_ring", make_allreduce_bidir_ring, program);
+    register_algorithm(op_kind::allreduce, "topk", make_allreduce_topk);
     register_algorithm(op_kind::broadcast, "tree", make_broadcast_tree);
     register_algorithm(op_kind::broadcast, "chain", make_broadcast_chain);
-    register_algorithm(op_kind::broadcast, "scatter_allgather", make_broadcast_scatter_allgather);
-    register_algorithm(op_kind::reduce, "tree", make_reduce_tree);
-    register_algorithm(op_kind::reduce, "ring", make_reduce_ring);
-    register_algorithm(op_kind::allgather, "ring", make_allgather_ring);
-    register_algorithm(op_kind::allgather, "rd", make_allgather_rd);
-    register_algorithm(op_kind::allgather, "bidir_ring", make_allgather_bidir_ring);
-    register_algorithm(op_kind::reduce_scatter, "ring", make_reduce_scatter_ring);
-    register_algorithm(op_kind::reduce_scatter, "rd", make_reduce_scatter_rd);
-    register_algorithm(op_kind::allreduce, "hier", make_allreduce_hier);
-    register_algorithm(op_kind::broadcast, "hier", make_broadcast_hier);
-    register_algorithm(op_kind::allgather, "hier", make_allgather_hier);
-    register_algorithm(op_kind::reduce_scatter, "hier", make_reduce_scatter_hier);
+    register_algorithm(op_kind::broadcast, "scatter_allgather", make_broadcast_scatter_allgather,
+                       program);
+    register_algorithm(op_kind::reduce, "tree", make_reduce_tree, program);
+    register_algorithm(op_kind::reduce, "ring", make_reduce_ring, program);
+    register_algorithm(op_kind::allgather, "ring", make_allgather_ring, program);
+    register_algorithm(op_kind::allgather, "rd", make_allgather_rd, program);
+    register_algorithm(op_kind::allgather, "bidir_ring", make_allgather_bidir_ring, program);
+    register_algorithm(op_kind::reduce_scatter, "ring", make_reduce_scatter_ring, program);
+    register_algorithm(op_kind::reduce_scatter, "rd", make_reduce_scatter_rd, program);
+    register_algorithm(op_kind::allreduce, "hier", make_allreduce_hier, program);
+    register_algorithm(op_kind::broadcast, "hier", make_broadcast_hier, program);
+    register_algorithm(op_kind::allgather, "hier", make_allgather_hier, program);
+    register_algorithm(op_kind::reduce_scatter, "hier", make_reduce_scatter_hier, program);
     register_algorithm(op_kind::gather, "linear", make_gather_linear);
     register_algorithm(op_kind::scatter, "linear", make_scatter_linear);
     register_algorithm(op_kind::alltoall, "pairwise", make_alltoall_pairwise);
@@ -186,15 +193,35 @@ std::string default_algorithm(op_kind kind, std::size_t bytes, int world, const 
 std::string choose_algorithm(const op_request& op, int world, const config& cfg) {
   if (op.kind == op_kind::custom)
     return op.name;
+  if (op.compression == compression_kind::topk)
+    return "topk"; // the one algorithm that sparsifies
   auto bytes = op.selection_bytes(world);
   if (!cfg.algo.empty()) {
     auto named = algo_for(cfg.algo, to_string(op.kind), bytes);
     // An algorithm the spec names that cannot run on this many ranks (direct
-    // on 3) falls back to the table rather than failing the op.
-    if (!named.empty() && fits(op.kind, named, world))
+    // on 3), or cannot compress a compressed op, falls back to the table
+    // rather than failing the op.
+    if (!named.empty() && fits(op, named, world))
       return named;
   }
-  return default_algorithm(op.kind, bytes, world, cfg);
+  auto name = default_algorithm(op.kind, bytes, world, cfg);
+  if (op.compression != compression_kind::none && !fits(op, name, world))
+    name = compressing_algorithm(op.kind, bytes, world);
+  return name;
+}
+
+std::string compressing_algorithm(op_kind kind, std::size_t bytes, int world) {
+  switch (kind) {
+    case op_kind::allreduce:
+      // The table's own choice for these sizes, among the step programs.
+      if (bytes <= MiB)
+        return "rd";
+      return power_of_two(world) ? "rabenseifner" : "bidir_ring";
+    case op_kind::broadcast:
+      return "scatter_allgather";
+    default:
+      return "ring"; // reduce_scatter, allgather (the table picks programs already)
+  }
 }
 
 std::pair<std::string, algorithm_factory> select_algorithm(const op_request& op, int world,

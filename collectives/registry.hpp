@@ -34,6 +34,11 @@ std::pair<std::string, algorithm_factory> select_algorithm(const op_request& op,
 /// (bench/RESULTS.md has the runs behind the thresholds).
 std::string default_algorithm(op_kind kind, std::size_t bytes, int world, const config& cfg);
 
+/// The algorithm for an op with compression when the table's choice
+/// cannot compress (oneshot, the pipelined ring, the broadcast tree): the
+/// step program closest to it.
+std::string compressing_algorithm(op_kind kind, std::size_t bytes, int world);
+
 /// Throws mccl::error(invalid_config) when MCCL_ALGO names an algorithm
 /// that is not registered for its operation, listing the ones that are.
 void validate_algo_spec(const config& cfg);

@@ -71,7 +71,8 @@ public:
   step_executor(collective_io& io, const collective_args& a, sched::program prog,
                 program_buffers buf, std::string name)
     : io_(io), a_(a), prog_(std::move(prog)), buf_(std::move(buf)), name_(std::move(name)),
-      elem_(dtype_size(a.op.type)) {
+      elem_(dtype_size(a.op.type)), wire_type_(wire_type_of(a.op)),
+      wire_elem_(dtype_size(wire_type_)) {
     if (!buf_.source)
       written_.mark(buf_.source_begin, buf_.source_begin + buf_.source_count);
     build_chunks();
@@ -98,11 +99,11 @@ public:
       return io_.fail(errc::protocol_error, "duplicate chunk " + std::to_string(c.chunk) + " of step "
                                               + std::to_string(c.step) + " from rank "
                                               + std::to_string(c.peer));
-    if (c.len != it.count * elem_)
+    if (c.len != it.count * wire_elem_)
       return io_.fail(errc::protocol_error,
                       "chunk " + std::to_string(c.chunk) + " of step " + std::to_string(c.step)
                         + " from rank " + std::to_string(c.peer) + " has " + std::to_string(c.len)
-                        + " bytes, expected " + std::to_string(it.count * elem_)
+                        + " bytes, expected " + std::to_string(it.count * wire_elem_)
                         + " (do all ranks pass the same count and dtype?)");
     it.data = c;
     it.has_data = true;
@@ -145,6 +146,7 @@ private:
     bool done = false;            ///< sent (left the buffer) / applied
     bool has_data = false;
     incoming_chunk data;
+    std::vector<uint8_t> wire;    ///< a compressed send's payload, until sent
   };
   using key = std::tuple<uint32_t, int, uint32_t>; // step, peer, wire chunk
 
@@ -153,8 +155,8 @@ private:
   /// may write it there itself (collectives/landing.hpp).
   void offer_landing() {
     auto* map = io_.landing();
-    if (!map)
-      return;
+    if (!map || compressed())
+      return; // compressed chunks are widened on the way in, never landed
     for (const auto& it : items_)
       if (!it.is_send && it.kind == sched::xfer_kind::recv_copy && it.pending == 0 && it.count > 0)
         map->add(it.peer, it.step, it.wire_chunk, buf_.work + it.begin * elem_, it.count * elem_);
@@ -290,15 +292,59 @@ private:
     return buf_.work + a * elem_;
   }
 
+  /// The op's float32 payloads travel as this 16-bit type (compression);
+  /// float32 itself when they travel as they are.
+  static dtype wire_type_of(const op_request& op) {
+    if (op.type != dtype::float32)
+      return op.type;
+    switch (op.compression) {
+      case compression_kind::fp16: return dtype::float16;
+      case compression_kind::bf16: return dtype::bfloat16;
+      default: return op.type;
+    }
+  }
+
+  bool compressed() const { return wire_type_ != a_.op.type; }
+
+  float* floats_at(std::size_t elem) { return reinterpret_cast<float*>(buf_.work + elem * elem_); }
+
   void issue(item& it) {
-    auto p = readable(it.begin, it.begin + it.count);
-    io_.send(it.peer, it.step, it.wire_chunk, p, it.count * elem_);
+    if (!compressed()) {
+      auto p = readable(it.begin, it.begin + it.count);
+      return io_.send(it.peer, it.step, it.wire_chunk, p, it.count * elem_);
+    }
+    // The sender rounds its own copy to what it sends, so every rank that
+    // ends with this value holds the same bits (program.hpp's semantics let
+    // no other transfer touch the range while it is being sent).
+    materialize(it.begin, it.begin + it.count);
+    it.wire.resize(it.count * wire_elem_);
+    narrow_for_wire(wire_type_, it.wire.data(), floats_at(it.begin), it.count);
+    io_.send(it.peer, it.step, it.wire_chunk, it.wire.data(), it.wire.size());
+  }
+
+  /// A compressed chunk into the working buffer: widened, or widened and
+  /// reduced in float32.
+  void apply_compressed(item& it) {
+    auto a = it.begin, b = it.begin + it.count;
+    auto* dst = floats_at(a);
+    if (it.kind == sched::xfer_kind::recv_copy) {
+      widen_from_wire(wire_type_, dst, it.data.data, it.count);
+    } else if (written_.covers(a, b) == written_set::coverage::none && buf_.source
+               && a >= buf_.source_begin && b <= buf_.source_begin + buf_.source_count) {
+      auto* input = reinterpret_cast<const float*>(buf_.source + (a - buf_.source_begin) * elem_);
+      reduce_from_wire(a_.op.op, wire_type_, dst, input, it.data.data, it.count);
+    } else {
+      materialize(a, b);
+      reduce_from_wire(a_.op.op, wire_type_, dst, dst, it.data.data, it.count);
+    }
   }
 
   void apply(item& it) {
     auto a = it.begin, b = it.begin + it.count;
     auto dst = buf_.work + a * elem_;
-    if (it.kind == sched::xfer_kind::recv_copy) {
+    if (compressed()) {
+      apply_compressed(it);
+    } else if (it.kind == sched::xfer_kind::recv_copy) {
       if (it.data.data != dst) // not received in place
         std::memcpy(dst, it.data.data, it.data.len);
     } else {
@@ -324,6 +370,7 @@ private:
     if (it.done)
       return;
     it.done = true;
+    it.wire = {}; // a compressed send's payload has left
     ++done_;
     for (auto d : it.dependents) {
       auto& dep = items_[d];
@@ -354,8 +401,15 @@ private:
     finished_ = true;
     for (int b : prog_.result_blocks) {
       const auto& r = buf_.block_elems.at(static_cast<std::size_t>(b));
-      if (r.count > 0)
-        materialize(r.begin, r.begin + r.count);
+      if (r.count == 0)
+        continue;
+      materialize(r.begin, r.begin + r.count);
+      // A compressed result is a value the wire type holds. Ranks that
+      // received it already have exactly that; one that computed it last
+      // (a rank folded out of recursive doubling hands it on) rounds it
+      // here, so all ranks end with the same bits.
+      if (compressed())
+        round_for_wire(wire_type_, floats_at(r.begin), r.count);
     }
     for (const auto& r : buf_.average)
       if (r.count > 0)
@@ -372,6 +426,8 @@ private:
   program_buffers buf_;
   std::string name_;
   std::size_t elem_;
+  dtype wire_type_;
+  std::size_t wire_elem_;
   std::vector<item> items_;
   std::map<key, uint32_t> send_index_;
   std::map<key, uint32_t> recv_index_;

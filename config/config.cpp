@@ -65,7 +65,6 @@ constexpr std::size_t kib = std::size_t{1} << 10;
 constexpr std::size_t mib = std::size_t{1} << 20;
 constexpr std::size_t gib = std::size_t{1} << 30;
 constexpr std::size_t max_job_token_bytes = 64;
-constexpr double default_topk_ratio = 0.01;
 
 /// Signals a malformed or out-of-range value; resolve_config() turns it into
 /// the uniform "NAME="value": expected <allowed>" message.
@@ -211,13 +210,6 @@ bool is_ifname_spec(const std::string& text) {
 }
 
 
-[[noreturn]] void not_implemented(const char* name, const std::string& value,
-                                  const std::string& what, const std::string& works) {
-  throw error(errc::invalid_config, std::string(name) + "=" + quoted(value) + ": " + what
-                                      + " is not implemented yet in this version (" + works
-                                      + ")");
-}
-
 std::string format_real(double value) {
   char buf[64];
   auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, value);
@@ -230,7 +222,9 @@ std::string format_real(double value) {
 const setting_def setting_table[] = {
   {"MCCL_TRANSPORT", "auto", "one of auto, tcp, shm, rdma (case-insensitive)",
    "Transport for peer links: auto = shared memory between ranks of one host, TCP between hosts; "
-   "shm insists on shared memory with every peer; tcp never uses it; rdma is refused as not built yet.",
+   "shm insists on shared memory with every peer; tcp never uses it; rdma tries RDMA and falls back to TCP "
+   "with a warning naming the reason (this version has no RDMA data path; auto probes for RDMA and "
+   "says at INFO why it is not used).",
    [](config& cfg, const std::string& text) {
      static constexpr transport_kind values[] = {transport_kind::auto_select, transport_kind::tcp,
                                                  transport_kind::shm, transport_kind::rdma};
@@ -417,26 +411,22 @@ const setting_def setting_table[] = {
      cfg.profile = parse_enum(text, values);
    }},
   {"MCCL_COMPRESSION", "none", "one of none, fp16, bf16, topk (case-insensitive)",
-   "Compression of reduction payloads; only none is implemented in this version.",
+   "How float32 payloads of allreduce, reduce, reduce_scatter, allgather and broadcast above "
+   "MCCL_SMALL_MSG_THRESHOLD travel: fp16 or bf16 halve the bytes (rounded to nearest even; "
+   "reductions add in float32; every rank ends with the same bits); topk sends only the "
+   "MCCL_TOPK_RATIO largest-magnitude elements of a sum or avg allreduce, keeping the rest for "
+   "the next op on the same buffer (error feedback); none sends them exactly.",
    [](config& cfg, const std::string& text) {
      static constexpr compression_kind values[] = {compression_kind::none, compression_kind::fp16,
                                                    compression_kind::bf16, compression_kind::topk};
      cfg.compression = parse_enum(text, values);
-     if (cfg.compression != compression_kind::none)
-       not_implemented("MCCL_COMPRESSION", text,
-                       std::string("compression \"") + to_string(cfg.compression) + "\"",
-                       "only \"none\" works");
    }},
   {"MCCL_TOPK_RATIO", "0.01", "a real number in (0, 1], e.g. 0.01",
-   "Fraction of elements topk compression keeps; only the default is accepted in this version.",
+   "Fraction of elements each rank sends under topk compression (at least one).",
    [](config& cfg, const std::string& text) {
      double ratio = parse_real(text);
      if (!(ratio > 0.0 && ratio <= 1.0))
        throw bad_value{};
-     // Any other ratio would only matter to topk compression, which does not exist yet.
-     if (ratio != default_topk_ratio)
-       not_implemented("MCCL_TOPK_RATIO", text, "topk ratio " + format_real(ratio),
-                       "only the default " + format_real(default_topk_ratio) + " works");
      cfg.topk_ratio = ratio;
    }},
   {"MCCL_WORKER_THREADS", "0", "an integer between 0 and 256 (0 = auto)",
@@ -454,6 +444,26 @@ const setting_def setting_table[] = {
    "How many of the latest ops each communicator remembers and logs at ERROR when it aborts or times out.",
    [](config& cfg, const std::string& text) {
      cfg.flight_recorder = static_cast<std::size_t>(parse_int(text, 0, 100000));
+   }},
+  // MCCL's Metal backend (the API mccl follows) has these; scripts written
+  // for it set them. Checked like any setting, then logged once as having
+  // no effect: mccl's payloads live in CPU memory.
+  {"MCCL_FAST_MATH", "1", "a boolean: 1/0, true/false, yes/no, on/off (case-insensitive)",
+   "GPU kernels with fast math (MCCL's Metal backend); no effect on CPU memory, accepted for "
+   "compatibility.",
+   [](config& cfg, const std::string& text) { cfg.fast_math = parse_bool(text); }},
+  {"MCCL_GPU_THRESHOLD", "8K", "a byte size between 0 and 1G (suffixes K, M, G; e.g. 8192 or 8K)",
+   "Size from which MCCL's Metal backend reduces on the GPU; no effect on CPU memory, accepted "
+   "for compatibility.",
+   [](config& cfg, const std::string& text) { cfg.gpu_threshold = parse_bytes(text, 0, gib); }},
+  {"MCCL_SHADER_PATH", "", "a file system path (any string without control characters)",
+   "Where MCCL's Metal backend finds its shaders; no effect on CPU memory, accepted for "
+   "compatibility.",
+   [](config& cfg, const std::string& text) {
+     for (char c : text)
+       if (static_cast<unsigned char>(c) < 0x20)
+         throw bad_value{};
+     cfg.shader_path = text;
    }},
   {"MCCL_JOB_TOKEN", "", "any string of at most 64 bytes",
    "Shared secret checked in every connection handshake; empty: rank 0 makes one per job and hands it out through rendezvous.",
@@ -716,6 +726,9 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_WORKER_THREADS") return std::to_string(cfg.worker_threads);
     if (name == "MCCL_SPIN_US") return std::to_string(cfg.spin.count());
     if (name == "MCCL_FLIGHT_RECORDER") return std::to_string(cfg.flight_recorder);
+    if (name == "MCCL_FAST_MATH") return cfg.fast_math ? "1" : "0";
+    if (name == "MCCL_GPU_THRESHOLD") return format_byte_size(cfg.gpu_threshold);
+    if (name == "MCCL_SHADER_PATH") return quoted(cfg.shader_path);
     if (name == "MCCL_JOB_TOKEN") return shown_value(job_token_name, cfg.job_token);
     return "?";
   };
@@ -728,6 +741,20 @@ std::string describe(const config& cfg) {
      << (cfg.socket_buffer_bytes == 0 ? " (OS autotuning; 4M between ranks on one host)" : "") << " (profile "
      << to_string(cfg.profile) << ")";
   return os.str();
+}
+
+std::string settings_without_effect(const config& cfg) {
+  std::string out;
+  auto add = [&](const char* name, const std::string& value) {
+    auto i = cfg.sources.find(name);
+    if (i == cfg.sources.end() || i->second == setting_source::default_value)
+      return;
+    out += (out.empty() ? "" : ", ") + std::string(name) + "=" + value;
+  };
+  add("MCCL_FAST_MATH", cfg.fast_math ? "1" : "0");
+  add("MCCL_GPU_THRESHOLD", format_byte_size(cfg.gpu_threshold));
+  add("MCCL_SHADER_PATH", quoted(cfg.shader_path));
+  return out;
 }
 
 std::optional<std::size_t> parse_byte_size(const std::string& text) {

@@ -149,4 +149,47 @@ void finish_avg(dtype t, void* dst, std::size_t n, int world) {
   throw error(errc::internal, std::string("finish_avg: no kernel for dtype ") + to_string(t));
 }
 
+namespace {
+
+void require_wire_type(dtype wire_type, const char* fn) {
+  if (wire_type != dtype::float16 && wire_type != dtype::bfloat16)
+    throw error(errc::invalid_argument, std::string(fn) + ": wire type " + to_string(wire_type)
+                                          + " (float32 payloads travel as float16 or bfloat16)");
+}
+
+} // namespace
+
+void narrow_for_wire(dtype wire_type, void* wire, float* values, std::size_t n) {
+  require_wire_type(wire_type, "narrow_for_wire");
+  require_buffers("narrow_for_wire", n, {wire, values});
+  if (n > 0)
+    detail::narrow_kernel(wire_type, wire, values, n);
+}
+
+void round_for_wire(dtype wire_type, float* values, std::size_t n) {
+  require_wire_type(wire_type, "round_for_wire");
+  require_buffers("round_for_wire", n, {values});
+  constexpr std::size_t piece = 4096;
+  uint16_t wire[piece];
+  for (std::size_t i = 0; i < n; i += piece)
+    detail::narrow_kernel(wire_type, wire, values + i, std::min(piece, n - i));
+}
+
+void widen_from_wire(dtype wire_type, float* dst, const void* wire, std::size_t n) {
+  require_wire_type(wire_type, "widen_from_wire");
+  require_buffers("widen_from_wire", n, {dst, wire});
+  if (n > 0)
+    detail::widen_kernel(redop::sum, wire_type, dst, nullptr, wire, n);
+}
+
+void reduce_from_wire(redop op, dtype wire_type, float* dst, const float* a, const void* wire,
+                      std::size_t n) {
+  require_wire_type(wire_type, "reduce_from_wire");
+  require_supported(op, dtype::float32, "reduce_from_wire");
+  require_buffers("reduce_from_wire", n, {dst, a, wire});
+  if (n > 0 && !detail::widen_kernel(op, wire_type, dst, a, wire, n))
+    throw error(errc::invalid_argument, std::string("reduce_from_wire: reduction ")
+                                          + to_string(op) + " on float32");
+}
+
 } // namespace mccl

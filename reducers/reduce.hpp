@@ -35,4 +35,25 @@ void reduce3(redop op, dtype t, void* dst, const void* a, const void* b, std::si
 /// not support.
 void finish_avg(dtype t, void* dst, std::size_t n, int world);
 
+// ---- float32 payloads carried as 16-bit floats (compression on the wire) ----
+// wire_type is float16 or bfloat16; anything else is invalid_argument.
+// Rounding is to nearest, ties to even, as for the 16-bit reductions above.
+
+/// wire (n 16-bit values) = values rounded to wire_type, and values =
+/// that rounding read back: the sender keeps exactly what its peers get,
+/// so every rank ends an op with the same bits.
+void narrow_for_wire(dtype wire_type, void* wire, float* values, std::size_t n);
+
+/// values = values rounded to wire_type and read back (narrow_for_wire
+/// without keeping the 16-bit copy).
+void round_for_wire(dtype wire_type, float* values, std::size_t n);
+
+/// dst = wire widened to float32.
+void widen_from_wire(dtype wire_type, float* dst, const void* wire, std::size_t n);
+
+/// dst = a (op) widened wire; dst may be exactly a. The reduction happens
+/// in float32. op is sum, prod, min, max or avg (a sum, see finish_avg).
+void reduce_from_wire(redop op, dtype wire_type, float* dst, const float* a, const void* wire,
+                      std::size_t n);
+
 } // namespace mccl

@@ -7,6 +7,11 @@
 // widening float16/bfloat16 to float32, applying the Op, narrowing with
 // round-to-nearest-even, storing); an Op combines two compute vectors.
 
+// Sanitized builds (CMakeLists.txt) compile two instruction sets only.
+#if defined(MCCL_KERNELS_FEW_TARGETS) && !defined(HWY_DISABLED_TARGETS)
+#define HWY_DISABLED_TARGETS (HWY_AVX3_DL | HWY_AVX3 | HWY_SSE4 | HWY_SSSE3)
+#endif
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "reducers/reduce_kernels.cpp"
 #include <hwy/foreach_target.h>  // re-includes this file once per target
@@ -17,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "reducers/half.hpp"
 #include "reducers/reduce_kernels.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -422,6 +428,95 @@ bool DivideFloat(dtype t, void* dst, std::size_t n, int world) {
   }
 }
 
+// -- float32 <-> 16-bit floats on the wire (compression) -------------------------
+
+// One vector of float32 to and from 16-bit storage, rounding to nearest even.
+struct WireF16 {
+  static HWY_INLINE hn::Vec<DF> Load(const uint8_t* p) { return F16::Load(DF(), p); }
+  static HWY_INLINE void Store(hn::Vec<DF> v, uint8_t* p) { F16::Store(DF(), v, p); }
+  static float LoadOne(uint16_t h) { return f16_to_float(h); }
+  static uint16_t StoreOne(float f) { return float_to_f16(f); }
+};
+
+struct WireBF16 {
+  static HWY_INLINE hn::Vec<DF> Load(const uint8_t* p) {
+    return hn::BitCast(DF(), hn::ShiftLeft<16>(LoadU16(p)));
+  }
+  static HWY_INLINE void Store(hn::Vec<DF> v, uint8_t* p) {
+    StoreU16(hn::ShiftRight<16>(RoundToBF16High(v)), p);
+  }
+  static float LoadOne(uint16_t h) { return bf16_to_float(h); }
+  static uint16_t StoreOne(float f) { return float_to_bf16(f); }
+};
+
+// wire = narrow(values); values = widen(wire): a sender keeps exactly what
+// its peers will receive.
+template <class W>
+void NarrowInPlace(uint8_t* wire, float* values, std::size_t n) {
+  const DF d;
+  const std::size_t lanes = hn::Lanes(d);
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    W::Store(hn::LoadU(d, values + i), wire + 2 * i);
+    hn::StoreU(W::Load(wire + 2 * i), d, values + i);
+  }
+  for (; i < n; ++i) {
+    uint16_t h = W::StoreOne(values[i]);
+    std::memcpy(wire + 2 * i, &h, 2);
+    values[i] = W::LoadOne(h);
+  }
+}
+
+// dst = widen(wire), or dst = a op widen(wire) when a is not null.
+template <class W, class Op>
+void WidenInto(Op op, float* dst, const float* a, const uint8_t* wire, std::size_t n) {
+  const DF d;
+  const std::size_t lanes = hn::Lanes(d);
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    auto v = W::Load(wire + 2 * i);
+    hn::StoreU(a ? op(d, hn::LoadU(d, a + i), v) : v, d, dst + i);
+  }
+  for (; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, wire + 2 * i, 2);
+    auto v = hn::Set(hn::CappedTag<float, 1>(), W::LoadOne(h));
+    if (a)
+      v = op(hn::CappedTag<float, 1>(), hn::Set(hn::CappedTag<float, 1>(), a[i]), v);
+    dst[i] = hn::GetLane(v);
+  }
+}
+
+template <class W>
+bool WidenAny(redop op, float* dst, const float* a, const uint8_t* wire, std::size_t n) {
+  switch (op) {
+    case redop::sum:
+    case redop::avg: WidenInto<W>(OpSum{}, dst, a, wire, n); return true;
+    case redop::prod: WidenInto<W>(OpProd{}, dst, a, wire, n); return true;
+    case redop::min: WidenInto<W>(OpMin{}, dst, a, wire, n); return true;
+    case redop::max: WidenInto<W>(OpMax{}, dst, a, wire, n); return true;
+    default: return false;
+  }
+}
+
+bool Narrow(dtype wire_type, void* wire, float* values, std::size_t n) {
+  auto* w = static_cast<uint8_t*>(wire);
+  switch (wire_type) {
+    case dtype::float16: NarrowInPlace<WireF16>(w, values, n); return true;
+    case dtype::bfloat16: NarrowInPlace<WireBF16>(w, values, n); return true;
+    default: return false;
+  }
+}
+
+bool Widen(redop op, dtype wire_type, float* dst, const float* a, const void* wire, std::size_t n) {
+  auto* w = static_cast<const uint8_t*>(wire);
+  switch (wire_type) {
+    case dtype::float16: return WidenAny<WireF16>(op, dst, a, w, n);
+    case dtype::bfloat16: return WidenAny<WireBF16>(op, dst, a, w, n);
+    default: return false;
+  }
+}
+
 const char* TargetName() {
   return hwy::TargetName(HWY_TARGET);
 }
@@ -438,6 +533,8 @@ namespace mccl::detail {
 HWY_EXPORT(Reduce3);
 HWY_EXPORT(DivideFloat);
 HWY_EXPORT(TargetName);
+HWY_EXPORT(Narrow);
+HWY_EXPORT(Widen);
 
 bool reduce_kernel(redop op, dtype t, void* dst, const void* a, const void* b, std::size_t n) {
   return HWY_DYNAMIC_DISPATCH(Reduce3)(op, t, dst, a, b, n);
@@ -445,6 +542,15 @@ bool reduce_kernel(redop op, dtype t, void* dst, const void* a, const void* b, s
 
 bool divide_float_kernel(dtype t, void* dst, std::size_t n, int world) {
   return HWY_DYNAMIC_DISPATCH(DivideFloat)(t, dst, n, world);
+}
+
+bool narrow_kernel(dtype wire_type, void* wire, float* values, std::size_t n) {
+  return HWY_DYNAMIC_DISPATCH(Narrow)(wire_type, wire, values, n);
+}
+
+bool widen_kernel(redop op, dtype wire_type, float* dst, const float* a, const void* wire,
+                  std::size_t n) {
+  return HWY_DYNAMIC_DISPATCH(Widen)(op, wire_type, dst, a, wire, n);
 }
 
 const char* reduce_kernel_target() {

@@ -20,6 +20,15 @@ bool reduce_kernel(redop op, dtype t, void* dst, const void* a, const void* b, s
 /// float32 and round to nearest even). Returns false for other dtypes.
 bool divide_float_kernel(dtype t, void* dst, std::size_t n, int world);
 
+/// wire = values narrowed to wire_type (float16 or bfloat16, nearest even),
+/// and values = wire widened back. False for other wire types.
+bool narrow_kernel(dtype wire_type, void* wire, float* values, std::size_t n);
+
+/// dst = widen(wire), or dst = a op widen(wire) when a is not null (dst may
+/// be exactly a). False for other wire types or a non-arithmetic op.
+bool widen_kernel(redop op, dtype wire_type, float* dst, const float* a, const void* wire,
+                  std::size_t n);
+
 /// Name of the instruction set the kernels run with, e.g. "AVX3" or "AVX2".
 const char* reduce_kernel_target();
 

@@ -64,9 +64,12 @@ struct op_signature {
   redop op = redop::sum; ///< only meaningful for reductions (sum otherwise)
   uint32_t arg = 0;      ///< root, or a hash of per-rank counts / a custom name
   uint64_t count = 0;    ///< count, or the total of per-rank counts
+  /// How float32 payloads travel (op_request::compression).
+  compression_kind codec = compression_kind::none;
 
   bool operator==(const op_signature& o) const noexcept {
-    return kind == o.kind && type == o.type && op == o.op && arg == o.arg && count == o.count;
+    return kind == o.kind && type == o.type && op == o.op && arg == o.arg && count == o.count
+           && codec == o.codec;
   }
   bool operator!=(const op_signature& o) const noexcept { return !(*this == o); }
 };
@@ -91,6 +94,18 @@ struct op_request {
   std::vector<std::size_t> counts;      ///< v-variants: per-rank counts
   std::vector<std::size_t> recv_counts; ///< alltoallv: what each rank sends us
   std::string name;           ///< custom: the registered collective's name
+  /// fp16/bf16: float32 payloads travel as 16-bit floats, rounded to
+  /// nearest even; reductions still happen in float32. Set by the
+  /// communicator (per-op option, else MCCL_COMPRESSION) only for ops it
+  /// applies to (compression_applies); none for every other op.
+  compression_kind compression = compression_kind::none;
+  /// topk: the fraction of elements each rank sends (MCCL_TOPK_RATIO or
+  /// op_options::topk_ratio).
+  double topk_ratio = 0;
+  /// topk with error feedback: what earlier ops on the same buffer did not
+  /// send; added to this op's input before selecting, and left holding what
+  /// this op does not send. Null: no feedback.
+  std::shared_ptr<std::vector<float>> residual;
   uint64_t seq = 0;           ///< wire sequence (collectives) or message number (send)
   uint64_t id = 0;            ///< unique per communicator, for bookkeeping
   /// Which driver moves it when its caller does not (the op thread or the
@@ -208,10 +223,15 @@ public:
 using algorithm_factory =
   std::function<std::unique_ptr<algorithm>(collective_io& io, const collective_args& args)>;
 
-/// Which communicator sizes an algorithm works on.
+/// Which communicator sizes an algorithm works on, and whether it honours
+/// op_request::compression.
 struct algorithm_limits {
   int min_world = 1;
   int max_world = 1 << 30;
+  /// True when the algorithm carries float32 payloads as the op's
+  /// compression says (the step programs do); others are not chosen for
+  /// compressed ops.
+  bool compresses = false;
   bool fits(int world) const noexcept { return world >= min_world && world <= max_world; }
 };
 

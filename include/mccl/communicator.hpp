@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -67,6 +68,29 @@ struct comm_options {
   std::shared_ptr<const transport::fault_scenario> faults;
 };
 
+/// Choices for one op that beat the communicator's settings.
+struct op_options {
+  /// How this op's float32 payloads travel: fp16 or bf16 halve the bytes
+  /// (rounded to nearest even; reductions still add in float32), none
+  /// sends them exactly. Unset: MCCL_COMPRESSION. Applies to allreduce,
+  /// reduce, reduce_scatter(v), allgather(v) and broadcast of float32
+  /// larger than MCCL_SMALL_MSG_THRESHOLD (smaller ops are latency-bound
+  /// and travel exactly); asking for it on another op or dtype is an error.
+  /// topk: each rank sends only its topk_ratio largest-magnitude elements
+  /// (float32 allreduce with sum or avg only).
+  std::optional<compression_kind> compression;
+  /// topk: the fraction of elements sent, in (0, 1]. Unset: MCCL_TOPK_RATIO.
+  std::optional<double> topk_ratio;
+  /// topk: add what earlier ops on the same key did not send (error
+  /// feedback), so nothing is lost, only delayed. Off only to see why it
+  /// matters.
+  bool error_feedback = true;
+  /// topk: the key the error-feedback residual is kept under on this
+  /// communicator (one per gradient tensor or bucket); 0: the output
+  /// buffer's address. Residuals of a key whose count changes start over.
+  uint64_t topk_key = 0;
+};
+
 /// RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun's names; LOCAL_RANK
 /// is read when present). Throws mccl::error(invalid_config) naming the
 /// variable that is missing or malformed.
@@ -96,7 +120,7 @@ public:
 
   /// recv = reduce over ranks of send; in place when send == recv.
   work allreduce(const void* send, void* recv, std::size_t count, dtype type,
-                 redop op = redop::sum);
+                 redop op = redop::sum, const op_options& opts = {});
   work allreduce(void* data, std::size_t count, dtype type, redop op = redop::sum) {
     return allreduce(data, data, count, type, op);
   }
@@ -107,7 +131,8 @@ public:
 
   /// recv on every rank = send on `root` (send is read on the root only;
   /// in place when send == recv or send is null).
-  work broadcast(const void* send, void* recv, std::size_t count, dtype type, int root);
+  work broadcast(const void* send, void* recv, std::size_t count, dtype type, int root,
+                 const op_options& opts = {});
   work broadcast(void* data, std::size_t count, dtype type, int root) {
     return broadcast(data, data, count, type, root);
   }
@@ -118,23 +143,26 @@ public:
 
   /// recv on `root` = reduce over ranks of send (recv is ignored elsewhere
   /// and may be null); in place when send == recv.
-  work reduce(const void* send, void* recv, std::size_t count, dtype type, redop op, int root);
+  work reduce(const void* send, void* recv, std::size_t count, dtype type, redop op, int root,
+              const op_options& opts = {});
 
   /// recv (count * size elements) = every rank's send (count each), in
   /// rank order. In place when send == recv + rank * count elements.
-  work allgather(const void* send, void* recv, std::size_t count, dtype type);
+  work allgather(const void* send, void* recv, std::size_t count, dtype type,
+                 const op_options& opts = {});
   /// Per-rank counts (the same vector on every rank); blocks are contiguous
   /// in rank order. In place when send points at this rank's block of recv.
-  work allgatherv(const void* send, void* recv, const std::vector<std::size_t>& counts, dtype type);
+  work allgatherv(const void* send, void* recv, const std::vector<std::size_t>& counts, dtype type,
+                  const op_options& opts = {});
 
   /// recv (count elements) = this rank's block of the reduction of every
   /// rank's send (count * size elements). In place when recv == send +
   /// rank * count elements.
   work reduce_scatter(const void* send, void* recv, std::size_t count, dtype type,
-                      redop op = redop::sum);
+                      redop op = redop::sum, const op_options& opts = {});
   /// Per-rank result counts (the same vector on every rank).
   work reduce_scatterv(const void* send, void* recv, const std::vector<std::size_t>& counts,
-                       dtype type, redop op = redop::sum);
+                       dtype type, redop op = redop::sum, const op_options& opts = {});
 
   /// recv on `root` (count * size elements) = every rank's send, in rank order.
   work gather(const void* send, void* recv, std::size_t count, dtype type, int root);

@@ -17,6 +17,7 @@
 
 #include <mccl/algo_spec.hpp>
 #include <mccl/error.hpp>
+#include <mccl/types.hpp>
 
 namespace mccl {
 
@@ -32,17 +33,11 @@ enum class transport_kind : uint8_t { auto_select, tcp, shm, rdma };
 /// Named presets for link-dependent tuning (chunk size, socket buffers).
 enum class link_profile : uint8_t { default_profile, loopback, ethernet, thunderbolt };
 
-/// On-the-wire compression of reduction payloads.
-enum class compression_kind : uint8_t { none, fp16, bf16, topk };
-
 /// "auto", "tcp", "shm" or "rdma".
 const char* to_string(transport_kind kind) noexcept;
 
 /// "default", "loopback", "ethernet" or "thunderbolt".
 const char* to_string(link_profile profile) noexcept;
-
-/// "none", "fp16", "bf16" or "topk".
-const char* to_string(compression_kind kind) noexcept;
 
 /// Where a resolved value came from (for the INFO log).
 enum class setting_source : uint8_t { default_value, profile, environment, explicit_value };
@@ -139,7 +134,7 @@ struct config {
   link_profile profile = link_profile::default_profile;
   /// From the profile; 0 = leave the OS default (autotuning).
   std::size_t socket_buffer_bytes = 0;
-  /// Only none is implemented in this version.
+  /// How float32 payloads of large collectives travel (op_options).
   compression_kind compression = compression_kind::none;
   /// Fraction of elements kept by topk compression.
   double topk_ratio = 0.01;
@@ -149,6 +144,12 @@ struct config {
   std::chrono::microseconds spin{200};
   /// Ops kept per communicator by the flight recorder; 0 = off.
   std::size_t flight_recorder = 64;
+  /// MCCL_FAST_MATH, MCCL_GPU_THRESHOLD, MCCL_SHADER_PATH: settings of the
+  /// GPU backend of the API mccl follows, accepted and checked, without
+  /// effect on CPU memory (settings_without_effect()).
+  bool fast_math = true;
+  std::size_t gpu_threshold = 8192;
+  std::string shader_path;
   /// Shared secret for handshakes; "" = none.
   std::string job_token;
   /// Setting name (MCCL_*) -> where its value came from.
@@ -202,6 +203,11 @@ config resolve_config(const config_overrides& overrides = {},
 /// Multi-line human-readable dump: one line per setting
 /// "MCCL_X=value (source)" for the INFO log. The job token is never shown.
 std::string describe(const config& cfg);
+
+/// "MCCL_FAST_MATH=0, MCCL_GPU_THRESHOLD=16K": the settings of MCCL's GPU
+/// backend that `cfg` sets explicitly or from the environment (they have
+/// no effect on CPU memory); empty when none is set.
+std::string settings_without_effect(const config& cfg);
 
 /// Parses "4", "64K", "1M", "2G" (binary multiples, case-insensitive,
 /// optional trailing 'B' or 'iB'); nullopt on junk/overflow.

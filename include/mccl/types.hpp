@@ -66,6 +66,13 @@ const char* to_string(redop op) noexcept;
 /// need an integer or bool dtype)".
 std::string check_reduction(redop op, dtype t);
 
+/// Compression of float32 payloads on the wire (MCCL_COMPRESSION, or per
+/// op). The numeric values travel on the wire (op signatures).
+enum class compression_kind : uint8_t { none, fp16, bf16, topk };
+
+/// "none", "fp16", "bf16" or "topk".
+const char* to_string(compression_kind kind) noexcept;
+
 /// Which thread moved an op's bytes when it completed: the thread that
 /// issued or waited for it, the communicator's op thread, or the progress
 /// actor on a CAF worker (whoever led the communicator's engine then).

@@ -8,6 +8,7 @@ Rendezvous goes through the store torch.distributed hands the backend
 (file://, tcp:// and env:// all work). Settings: mccl.init(**kwargs) or an
 mccl.MCCLConfig, set before init_process_group; they beat MCCL_* environment
 variables. Metrics: mccl.get_metrics(), mccl.log_metrics(), mccl.reset_metrics().
+Gradient compression for DDP: mccl.hooks.compression_hook("fp16").
 """
 
 import atexit
@@ -20,10 +21,11 @@ from . import _C
 from ._C import MCCLError, ProcessGroupMCCL
 from .config import MCCLConfig, get_config, init, reset_config
 from .metrics import get_metrics, log_metrics, reset_metrics
+from . import hooks
 
 __all__ = [
     "MCCLConfig", "MCCLError", "ProcessGroupMCCL", "init", "get_config", "reset_config",
-    "get_metrics", "log_metrics", "reset_metrics", "BACKEND",
+    "get_metrics", "log_metrics", "reset_metrics", "hooks", "BACKEND",
 ]
 
 BACKEND = "mccl"

@@ -60,6 +60,10 @@ PYBIND11_MODULE(_C, m) {
          py::call_guard<py::gil_scoped_release>())
     .def_property_readonly("op_timeout_ms",
                            [](const process_group_mccl& pg) { return pg.op_timeout().count(); })
+    .def("allreduce_compressed", &process_group_mccl::allreduce_compressed, py::arg("tensors"),
+         py::arg("compression"), py::arg("op") = "avg", py::arg("topk_ratio") = 0.0,
+         py::arg("error_feedback") = true, py::arg("topk_key") = 0,
+         py::call_guard<py::gil_scoped_release>())
     .def("shutdown", &process_group_mccl::shutdown, py::call_guard<py::gil_scoped_release>());
 
   m.def("settings_table", [] {

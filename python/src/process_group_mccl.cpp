@@ -120,6 +120,41 @@ process_group_mccl::work_ptr process_group_mccl::allreduce(tensors& ts, const ::
   return w;
 }
 
+process_group_mccl::work_ptr process_group_mccl::allreduce_compressed(
+  tensors& ts, const std::string& compression, const std::string& op_name, double topk_ratio,
+  bool error_feedback, uint64_t topk_key) {
+  op_context ctx{"allreduce", getRank()};
+  check_count(ts, 1, ctx);
+  check_tensor(ts[0], ctx);
+  mccl::op_options options;
+  if (compression == "fp16")
+    options.compression = compression_kind::fp16;
+  else if (compression == "bf16")
+    options.compression = compression_kind::bf16;
+  else if (compression == "topk")
+    options.compression = compression_kind::topk;
+  else if (compression == "none")
+    options.compression = compression_kind::none;
+  else
+    ctx.fail(errc::invalid_argument, "compression \"" + compression
+                                       + "\": expected fp16, bf16, topk or none");
+  if (topk_ratio != 0)
+    options.topk_ratio = topk_ratio;
+  options.error_feedback = error_feedback;
+  options.topk_key = topk_key;
+  redop op = redop::sum;
+  if (op_name == "avg")
+    op = redop::avg;
+  else if (op_name != "sum")
+    ctx.fail(errc::invalid_argument, "op \"" + op_name + "\": expected sum or avg");
+  auto buf = stage(ts[0]);
+  auto w = make_work(OpType::ALLREDUCE, ctx.op, ts);
+  auto part = comm_.allreduce(buf.data(), buf.data(), buf.count(), to_mccl(ts[0].scalar_type(), ctx),
+                              op, options);
+  w->track({part}, [buf] { buf.write_back(); });
+  return w;
+}
+
 process_group_mccl::work_ptr process_group_mccl::allreduce_coalesced(
   tensors& ts, const ::c10d::AllreduceCoalescedOptions& opts) {
   op_context ctx{"allreduce_coalesced", getRank()};
@@ -190,32 +225,36 @@ process_group_mccl::work_ptr process_group_mccl::_allgather_base(at::Tensor& out
 
 process_group_mccl::work_ptr process_group_mccl::allgather_coalesced(std::vector<tensors>& outs, tensors& ins,
                                                                      const ::c10d::AllgatherOptions&) {
+  // torch's layout: outs[r][i] receives rank r's ins[i].
   op_context ctx{"allgather_coalesced", getRank()};
-  if (outs.size() != ins.size())
-    ctx.fail(errc::invalid_argument, std::to_string(ins.size()) + " inputs but "
-                                       + std::to_string(outs.size()) + " output lists");
-  std::vector<work> parts;
-  std::vector<at::Tensor> keep, flats, all_outs;
-  std::vector<tensors> out_lists;
-  for (std::size_t i = 0; i < ins.size(); ++i) {
-    check_tensor(ins[i], ctx, "an input");
-    check_count(outs[i], static_cast<std::size_t>(getSize()), ctx, "an output list");
-    for (const auto& o : outs[i])
-      check_like(o, ins[i], ctx, "an output tensor");
+  if (ins.empty())
+    ctx.fail(errc::invalid_argument, "the input list is empty");
+  check_same_dtype(ins, ctx, "input list");
+  if (outs.size() != static_cast<std::size_t>(getSize()))
+    ctx.fail(errc::invalid_argument, "output_tensor_lists has " + std::to_string(outs.size())
+                                       + " lists; it needs one per rank (" + std::to_string(getSize())
+                                       + "), each with one tensor per input");
+  for (auto& list : outs) {
+    check_count(list, ins.size(), ctx, "an output list (one tensor per input)");
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+      check_tensor(ins[i], ctx, "an input");
+      check_like(list[i], ins[i], ctx, "an output tensor");
+    }
   }
-  for (std::size_t i = 0; i < ins.size(); ++i) {
-    auto in = ins[i].contiguous();
-    auto flat = at::empty({in.numel() * getSize()}, in.options());
-    parts.push_back(comm_.allgather(in.data_ptr(), flat.data_ptr(), static_cast<std::size_t>(in.numel()),
-                                    to_mccl(in.scalar_type(), ctx)));
-    keep.push_back(in);
-    flats.push_back(flat);
-    all_outs.insert(all_outs.end(), outs[i].begin(), outs[i].end());
-  }
-  auto w = make_work(OpType::ALLGATHER_COALESCED, ctx.op, all_outs);
-  w->track(std::move(parts), [keep, flats, o = outs] {
-    for (std::size_t i = 0; i < flats.size(); ++i)
-      unflatten_into(flats[i], o[i]);
+  // One allgather of the concatenated inputs: one round of latency
+  // instead of one per tensor.
+  auto flat = flatten(ins);
+  auto gathered = at::empty({flat.numel() * getSize()}, flat.options());
+  auto w_outs = std::vector<at::Tensor>{};
+  for (auto& list : outs)
+    w_outs.insert(w_outs.end(), list.begin(), list.end());
+  auto w = make_work(OpType::ALLGATHER_COALESCED, ctx.op, w_outs);
+  auto part = comm_.allgather(flat.data_ptr(), gathered.data_ptr(), static_cast<std::size_t>(flat.numel()),
+                              to_mccl(flat.scalar_type(), ctx));
+  w->track({part}, [flat, gathered, o = outs] {
+    auto per_rank = flat.numel();
+    for (std::size_t r = 0; r < o.size(); ++r)
+      unflatten_into(gathered.narrow(0, static_cast<int64_t>(r) * per_rank, per_rank), o[r]);
   });
   return w;
 }

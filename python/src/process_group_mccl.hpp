@@ -40,6 +40,12 @@ public:
 
   work_ptr broadcast(tensors& ts, const ::c10d::BroadcastOptions& opts) override;
   work_ptr allreduce(tensors& ts, const ::c10d::AllreduceOptions& opts) override;
+  /// allreduce of one tensor whose float32 payload travels as `compression`
+  /// ("fp16", "bf16", "topk" or "none"; mccl::op_options), with redop `op`
+  /// ("sum" or "avg"); topk_ratio 0 means MCCL_TOPK_RATIO. What mccl's DDP
+  /// communication hooks call (python/mccl/hooks.py).
+  work_ptr allreduce_compressed(tensors& ts, const std::string& compression, const std::string& op,
+                                double topk_ratio, bool error_feedback, uint64_t topk_key);
   work_ptr allreduce_coalesced(tensors& ts, const ::c10d::AllreduceCoalescedOptions& opts) override;
   work_ptr reduce(tensors& ts, const ::c10d::ReduceOptions& opts) override;
   work_ptr allgather(std::vector<tensors>& outs, tensors& ins,

@@ -3,6 +3,7 @@
 // (Work, errors, abort, timeout, finalize) with bounded waits everywhere.
 
 #include <mccl/mccl.hpp>
+#include "transport/rdma/rdma_probe.hpp"
 
 #include "rank_threads.hpp"
 
@@ -244,15 +245,27 @@ TEST(InProcess, ArgumentAndSettingErrorsNameTheCulprit) {
     comm.finalize(); // idempotent
     EXPECT_THROW(comm.barrier(), mccl::error);
   });
-  mccl::comm_options o;
-  o.overrides.set("MCCL_TRANSPORT", "rdma");
-  try {
-    rt.create_communicator(o);
-    ADD_FAILURE() << "MCCL_TRANSPORT=rdma accepted";
-  } catch (const mccl::error& e) {
-    EXPECT_EQ(e.code(), mccl::errc::unsupported);
-    EXPECT_NE(std::string(e.what()).find("MCCL_TRANSPORT=rdma"), std::string::npos) << e.what();
-  }
+}
+
+// This machine has no RDMA: MCCL_TRANSPORT=rdma probes, falls back to TCP
+// and works; the probe says why.
+TEST(InProcess, RdmaFallsBackToTcpWhereThereIsNone) {
+  const auto& probe = mccl::transport::probe_rdma();
+  ASSERT_FALSE(probe.device_ready) << "this test expects a machine without RDMA: " << probe.summary;
+  EXPECT_FALSE(probe.summary.empty());
+  auto missing = mccl::transport::probe_rdma_uncached("libibverbs-missing.so.1");
+  EXPECT_FALSE(missing.device_ready);
+  EXPECT_NE(missing.summary.find("libibverbs-missing.so.1 could not be loaded"), std::string::npos)
+    << missing.summary;
+  mccl::runtime rt;
+  auto o = quick();
+  o.set("MCCL_TRANSPORT", "rdma");
+  run_ranks(rt, 2, o, [](mccl::communicator& comm) {
+    EXPECT_EQ(comm.settings().transport, mccl::transport_kind::tcp);
+    float v = static_cast<float>(comm.rank() + 1);
+    comm.allreduce(&v, 1, mccl::dtype::float32).wait();
+    EXPECT_EQ(v, 3.0f);
+  });
 }
 
 TEST(InProcess, JoinsAnActorSystemTheHostAlreadyRuns) {

@@ -137,12 +137,16 @@ def ops_matrix(rank, world):
         dist._all_gather_base(flat, mine)
         check(f"_all_gather_base {name}", flat, torch.cat(inputs))
         second = [torch.full((3,), r + 1).to(dt) for r in range(world)]
-        lists = [[torch.zeros(n, dtype=dt) for _ in range(world)],
-                 [torch.zeros(3, dtype=dt) for _ in range(world)]]
-        dist.all_gather_coalesced(lists, [mine, second[rank]])
+        third = [torch.full((2, 2), r).to(dt) for r in range(world)]
+        # torch's layout: lists[r][i] is rank r's input i (three inputs, so
+        # the layout differs from [i][r] at every world size tested).
+        lists = [[torch.zeros(n, dtype=dt), torch.zeros(3, dtype=dt), torch.zeros(2, 2, dtype=dt)]
+                 for _ in range(world)]
+        dist.all_gather_coalesced(lists, [mine, second[rank], third[rank]])
         for r in range(world):
-            check(f"all_gather_coalesced {name} tensor 0 block {r}", lists[0][r], inputs[r])
-            check(f"all_gather_coalesced {name} tensor 1 block {r}", lists[1][r], second[r])
+            check(f"all_gather_coalesced {name} rank {r} tensor 0", lists[r][0], inputs[r])
+            check(f"all_gather_coalesced {name} rank {r} tensor 1", lists[r][1], second[r])
+            check(f"all_gather_coalesced {name} rank {r} tensor 2", lists[r][2], third[r])
 
         # all_reduce_coalesced
         a, b = mine.clone(), second[rank].clone()
@@ -204,6 +208,20 @@ def ops_matrix(rank, world):
             dist.recv(big[:, 2], src=prv, tag=tag)
             req.wait()
             check(f"send/recv {name}", big[:, 2], inputs[prv])
+
+    # batch_isend_irecv (torch's coalescing manager): both directions of
+    # the ring in one batch
+    if world > 1:
+        nxt, prv = (rank + 1) % world, (rank - 1) % world
+        from_prv, from_nxt = torch.zeros(5), torch.zeros(5)
+        ops = [dist.P2POp(dist.isend, torch.full((5,), float(rank)), nxt),
+               dist.P2POp(dist.irecv, from_prv, prv),
+               dist.P2POp(dist.isend, torch.full((5,), float(rank)), prv),
+               dist.P2POp(dist.irecv, from_nxt, nxt)]
+        for req in dist.batch_isend_irecv(ops):
+            req.wait()
+        check("batch_isend_irecv from previous", from_prv, torch.full((5,), float(prv)))
+        check("batch_isend_irecv from next", from_nxt, torch.full((5,), float(nxt)))
 
     # async op on the actor path (beyond the inline size) with a future
     t = torch.full((300007,), float(rank + 1))

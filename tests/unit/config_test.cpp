@@ -60,7 +60,8 @@ const std::vector<std::string> expected_names = {
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
   "MCCL_HEARTBEAT_MS",   "MCCL_HEARTBEAT_MISSES", "MCCL_RECONNECT_MS", "MCCL_CRC_RETRIES", "MCCL_FAULTS",
   "MCCL_FAULTS_REPORT",  "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
-  "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_FLIGHT_RECORDER", "MCCL_JOB_TOKEN",
+  "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_FLIGHT_RECORDER", "MCCL_FAST_MATH",
+  "MCCL_GPU_THRESHOLD",  "MCCL_SHADER_PATH",   "MCCL_JOB_TOKEN",
 };
 
 } // namespace
@@ -308,11 +309,32 @@ TEST(ConfigEnv, LinkProfile) {
             link_profile::thunderbolt);
 }
 
-TEST(ConfigEnv, CompressionNoneAndDefaultTopkRatio) {
+TEST(ConfigEnv, CompressionAndDefaultTopkRatio) {
   EXPECT_EQ(resolve_env({{"MCCL_COMPRESSION", "none"}}).compression, compression_kind::none);
   EXPECT_EQ(resolve_env({{"MCCL_COMPRESSION", "NONE"}}).compression, compression_kind::none);
+  EXPECT_EQ(resolve_env({{"MCCL_COMPRESSION", "fp16"}}).compression, compression_kind::fp16);
+  EXPECT_EQ(resolve_env({{"MCCL_COMPRESSION", "FP16"}}).compression, compression_kind::fp16);
+  EXPECT_EQ(resolve_env({{"MCCL_COMPRESSION", "bf16"}}).compression, compression_kind::bf16);
   EXPECT_DOUBLE_EQ(resolve_env({{"MCCL_TOPK_RATIO", "0.01"}}).topk_ratio, 0.01);
   EXPECT_DOUBLE_EQ(resolve_env({{"MCCL_TOPK_RATIO", "1e-2"}}).topk_ratio, 0.01);
+}
+
+// Settings of MCCL's GPU backend: accepted and checked, reported as without
+// effect only when set.
+TEST(ConfigEnv, GpuBackendSettingsAreCheckedAndReported) {
+  auto defaults = resolve_env({});
+  EXPECT_TRUE(defaults.fast_math);
+  EXPECT_EQ(defaults.gpu_threshold, 8192u);
+  EXPECT_EQ(settings_without_effect(defaults), "");
+  auto set = resolve_env({{"MCCL_FAST_MATH", "0"}, {"MCCL_GPU_THRESHOLD", "16K"},
+                          {"MCCL_SHADER_PATH", "/opt/mccl/shaders"}});
+  EXPECT_FALSE(set.fast_math);
+  EXPECT_EQ(set.gpu_threshold, 16384u);
+  EXPECT_EQ(set.shader_path, "/opt/mccl/shaders");
+  EXPECT_EQ(settings_without_effect(set),
+            "MCCL_FAST_MATH=0, MCCL_GPU_THRESHOLD=16K, MCCL_SHADER_PATH=\"/opt/mccl/shaders\"");
+  auto one = resolve_config(config_overrides{}.set("MCCL_GPU_THRESHOLD", 8192LL), {});
+  EXPECT_EQ(settings_without_effect(one), "MCCL_GPU_THRESHOLD=8K");
 }
 
 TEST(ConfigEnv, WorkerThreads) {
@@ -366,6 +388,8 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_INLINE_BYTES", "4K"},        {"MCCL_FLIGHT_RECORDER", "8"},
     {"MCCL_HEARTBEAT_MISSES", "4"},     {"MCCL_CRC_RETRIES", "6"},
     {"MCCL_RECONNECT_MS", "2000"},
+    {"MCCL_FAST_MATH", "off"},          {"MCCL_GPU_THRESHOLD", "4K"},
+    {"MCCL_SHADER_PATH", "/s"},
     {"MCCL_FAULTS", "/tmp/f.json"},     {"MCCL_FAULTS_REPORT", "/tmp/r"},
     {"MCCL_SOCKETS_PER_PEER", "3"},     {"MCCL_OP_THREAD_BYTES", "32M"},
     {"MCCL_SHM_RING_BYTES", "4M"},     {"MCCL_SHM_BOARD_BYTES", "4K"},
@@ -501,6 +525,11 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_LINK_PROFILE", "fast"},
   {"MCCL_LINK_PROFILE", "default_profile"},
   {"MCCL_LINK_PROFILE", ""},
+  {"MCCL_FAST_MATH", "maybe"},
+  {"MCCL_FAST_MATH", ""},
+  {"MCCL_GPU_THRESHOLD", "lots"},
+  {"MCCL_GPU_THRESHOLD", "-1"},
+  {"MCCL_GPU_THRESHOLD", "2G"},
   {"MCCL_COMPRESSION", "zstd"},
   {"MCCL_COMPRESSION", ""},
   {"MCCL_TOPK_RATIO", "0"},
@@ -548,14 +577,22 @@ TEST(ConfigInvalid, EveryBadOverrideValueIsRejectedTheSameWay) {
   }
 }
 
+TEST(ConfigInvalid, ShaderPathRefusesControlCharacters) {
+  auto msg = env_error({{"MCCL_SHADER_PATH", "a\nb"}});
+  EXPECT_NE(msg.find("MCCL_SHADER_PATH=\"a\\x0ab\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("without control characters"), std::string::npos) << msg;
+}
+
 TEST(ConfigInvalid, EveryVariableHasABadCase) {
   for (const auto& name : expected_names) {
     // Covered by their own tests: the token is secret; MCCL_ALGO errors point at
     // the offending token instead of repeating the grammar (algo_spec_test.cpp).
     // MCCL_FAULTS and MCCL_FAULTS_REPORT are any path: a bad scenario file
     // is refused when it is read (fault_scenario_test.cpp).
+    // MCCL_SHADER_PATH's only bad values are control characters, which the
+    // message shows escaped (ShaderPathRefusesControlCharacters).
     bool found = name == "MCCL_JOB_TOKEN" || name == "MCCL_ALGO" || name == "MCCL_FAULTS"
-                 || name == "MCCL_FAULTS_REPORT";
+                 || name == "MCCL_FAULTS_REPORT" || name == "MCCL_SHADER_PATH";
     for (const auto& bad : bad_cases)
       found = found || bad.name == name;
     EXPECT_TRUE(found) << name;
@@ -615,32 +652,12 @@ TEST(ConfigInvalid, OverrideShadowsBadEnvValueOfSameVariable) {
   EXPECT_EQ(cfg.spin, 7us);
 }
 
-// ---- not implemented yet ---------------------------------------------------------
-
-TEST(ConfigNotImplemented, CompressionOtherThanNone) {
-  for (const char* value : {"fp16", "bf16", "topk", "FP16", "Bf16"}) {
-    SCOPED_TRACE(value);
-    auto msg = env_error({{"MCCL_COMPRESSION", value}});
-    EXPECT_NE(msg.find(std::string("MCCL_COMPRESSION=\"") + value + "\""), std::string::npos)
-      << msg;
-    EXPECT_NE(msg.find("not implemented yet"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("only \"none\" works"), std::string::npos) << msg;
-  }
-  auto msg = override_error(config_overrides{}.set("MCCL_COMPRESSION", "topk"));
-  EXPECT_NE(msg.find("compression \"topk\" is not implemented yet"), std::string::npos) << msg;
-}
-
-TEST(ConfigNotImplemented, TopkRatioOtherThanDefault) {
-  for (const char* value : {"0.5", "1", "0.001", "1e-3"}) {
-    SCOPED_TRACE(value);
-    auto msg = env_error({{"MCCL_TOPK_RATIO", value}});
-    EXPECT_NE(msg.find(std::string("MCCL_TOPK_RATIO=\"") + value + "\""), std::string::npos)
-      << msg;
-    EXPECT_NE(msg.find("not implemented yet"), std::string::npos) << msg;
-  }
-  auto msg = override_error(config_overrides{}.set("MCCL_TOPK_RATIO", 0.25));
-  EXPECT_NE(msg.find("MCCL_TOPK_RATIO=\"0.25\""), std::string::npos) << msg;
-  EXPECT_NE(msg.find("not implemented yet"), std::string::npos) << msg;
+TEST(ConfigEnv, CompressionTopkAndAnyRatio) {
+  auto cfg = resolve_env({{"MCCL_COMPRESSION", "TopK"}, {"MCCL_TOPK_RATIO", "0.25"}});
+  EXPECT_EQ(cfg.compression, compression_kind::topk);
+  EXPECT_DOUBLE_EQ(cfg.topk_ratio, 0.25);
+  EXPECT_DOUBLE_EQ(resolve_env({{"MCCL_TOPK_RATIO", "1"}}).topk_ratio, 1.0);
+  EXPECT_DOUBLE_EQ(resolve_env({{"MCCL_TOPK_RATIO", "1e-3"}}).topk_ratio, 0.001);
 }
 
 // ---- precedence and sources ----------------------------------------------------

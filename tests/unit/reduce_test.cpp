@@ -739,3 +739,99 @@ TEST(reduce, reduce3_aliasing) {
     }
   });
 }
+
+// ---- float32 payloads as 16-bit floats (compression on the wire) --------------
+
+namespace {
+
+/// Every float32 class the wire must carry: values around each float16 and
+/// bfloat16 rounding boundary, subnormals, overflow, inf, NaN, random bits.
+std::vector<float> wire_samples() {
+  std::vector<float> v{0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.0f, 65520.0f, -65520.0f,
+                       0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-14f, 3.0e38f,
+                       std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity(),
+                       std::numeric_limits<float>::quiet_NaN()};
+  for (uint32_t h = 0; h <= 0xFFFF; h += 7) {
+    auto mid = bits_of(f16_to_float(static_cast<uint16_t>(h))) + 0x1000;  // f16 halfway
+    v.push_back(as_float(mid));
+    v.push_back(as_float(bits_of(bf16_to_float(static_cast<uint16_t>(h))) + 0x8000));  // bf16
+  }
+  std::mt19937 rng(11);
+  for (int i = 0; i < 5000; ++i)
+    v.push_back(as_float(static_cast<uint32_t>(rng())));
+  return v;
+}
+
+uint16_t narrow_one(dtype wire, float x) {
+  return wire == dtype::float16 ? float_to_f16(x) : float_to_bf16(x);
+}
+
+float widen_one(dtype wire, uint16_t h) {
+  return wire == dtype::float16 ? f16_to_float(h) : bf16_to_float(h);
+}
+
+bool same_float(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || bits_of(a) == bits_of(b);
+}
+
+} // namespace
+
+// narrow_for_wire writes what the scalar conversions give (nearest even) and
+// leaves the sender holding exactly the value it sent; widen_from_wire and
+// reduce_from_wire read it back and combine in float32. Every length up to a
+// few vectors, at an odd offset, for every instruction set.
+TEST(reduce, wire_narrow_widen_match_scalar_conversions) {
+  const auto samples = wire_samples();
+  for_each_target([&] {
+    for (dtype wire : {dtype::float16, dtype::bfloat16}) {
+      SCOPED_TRACE(to_string(wire));
+      for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{33}, samples.size()}) {
+        std::vector<float> values(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(n));
+        std::vector<uint16_t> wire_bits(n + 1, 0xDEAD);
+        narrow_for_wire(wire, wire_bits.data() + 1, values.data(), n);
+        ASSERT_EQ(wire_bits[0], 0xDEAD) << "wrote before the buffer";
+        for (std::size_t i = 0; i < n; ++i) {
+          uint16_t want = narrow_one(wire, samples[i]);
+          if (std::isnan(samples[i]))
+            ASSERT_TRUE(std::isnan(widen_one(wire, wire_bits[i + 1]))) << i;
+          else
+            ASSERT_EQ(wire_bits[i + 1], want) << std::hex << bits_of(samples[i]);
+          ASSERT_TRUE(same_float(values[i], widen_one(wire, wire_bits[i + 1]))) << i;
+        }
+        std::vector<float> back(n, -7.0f);
+        widen_from_wire(wire, back.data(), wire_bits.data() + 1, n);
+        for (std::size_t i = 0; i < n; ++i)
+          ASSERT_TRUE(same_float(back[i], values[i])) << i;
+        std::vector<float> a(n), out(n);
+        for (std::size_t i = 0; i < n; ++i)
+          a[i] = static_cast<float>(i % 13) - 6.5f;
+        for (redop op : {redop::sum, redop::prod, redop::min, redop::max, redop::avg}) {
+          reduce_from_wire(op, wire, out.data(), a.data(), wire_bits.data() + 1, n);
+          std::vector<float> want(n);
+          reduce3(op, dtype::float32, want.data(), a.data(), back.data(), n);
+          for (std::size_t i = 0; i < n; ++i)
+            ASSERT_TRUE(same_float(out[i], want[i])) << to_string(op) << " at " << i;
+        }
+        // In place: dst == a.
+        auto acc = a;
+        reduce_from_wire(redop::sum, wire, acc.data(), acc.data(), wire_bits.data() + 1, n);
+        for (std::size_t i = 0; i < n; ++i)
+          ASSERT_TRUE(same_float(acc[i], a[i] + back[i])) << i;
+      }
+    }
+  });
+}
+
+TEST(reduce, wire_rejects_other_types_and_bitwise_ops) {
+  float x = 1.0f;
+  uint16_t h = 0;
+  EXPECT_THROW(narrow_for_wire(dtype::float32, &h, &x, 1), error);
+  EXPECT_THROW(widen_from_wire(dtype::int8, &x, &h, 1), error);
+  try {
+    reduce_from_wire(redop::band, dtype::float16, &x, &x, &h, 1);
+    ADD_FAILURE() << "band accepted";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("band"), std::string::npos) << e.what();
+  }
+}

@@ -76,7 +76,7 @@ struct frame_header {
   /// that issued a different op at this seq is detected at the first frame.
   /// For point-to-point frames op_count is the message's total bytes.
   uint64_t op_count = 0;
-  uint32_t op_desc = 0; ///< kind | dtype << 8 | redop << 16
+  uint32_t op_desc = 0; ///< kind | dtype << 8 | redop << 16 | compression << 24
   uint32_t op_arg = 0;
 };
 

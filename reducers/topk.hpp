@@ -1,0 +1,23 @@
+#pragma once
+/// Top-k selection for sparsified allreduce (MCCL_COMPRESSION=topk): the k
+/// elements of largest magnitude, found in linear time. A sample of the
+/// magnitudes gives a threshold; one vectorised pass (topk_kernels.cpp)
+/// collects the indices at or above it; only those few candidates are
+/// then ordered.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace mccl {
+
+/// The indices of the k elements of v with the largest |v[i]|, ascending.
+/// Ties at the threshold go to the lower index, so every run on the same
+/// data picks the same set. NaNs come last (picked only when fewer than k
+/// elements are numbers). k is capped at n; exactly k indices come back.
+std::vector<uint32_t> topk_indices(const float* v, std::size_t n, std::size_t k);
+
+/// k for `ratio` of n elements: ceil(ratio * n), at least 1 (for n >= 1).
+std::size_t topk_count(std::size_t n, double ratio);
+
+} // namespace mccl

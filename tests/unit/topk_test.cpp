@@ -1,0 +1,90 @@
+// Top-k selection (reducers/topk.hpp) against a full sort, for every
+// instruction set the kernels are built for: sizes around the vector
+// width, ties, zeros, NaNs, k from 1 to n.
+
+#include "reducers/topk.hpp"
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+using namespace mccl;
+
+namespace {
+
+/// The k largest |v| by a stable full sort (ties: lower index), NaNs last.
+std::vector<uint32_t> reference(const std::vector<float>& v, std::size_t k) {
+  std::vector<uint32_t> idx(v.size());
+  std::iota(idx.begin(), idx.end(), 0u);
+  auto key = [&](uint32_t i) { return std::isnan(v[i]) ? -1.0f : std::fabs(v[i]); };
+  std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return key(a) > key(b); });
+  idx.resize(std::min(k, v.size()));
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+template <class F>
+void for_each_target(F&& check) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
+    check();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+} // namespace
+
+TEST(topk, count_is_ceil_of_ratio_at_least_one) {
+  EXPECT_EQ(topk_count(0, 0.5), 0u);
+  EXPECT_EQ(topk_count(1, 0.01), 1u);
+  EXPECT_EQ(topk_count(40001, 0.01), 401u);
+  EXPECT_EQ(topk_count(100, 0.01), 1u);
+  EXPECT_EQ(topk_count(100, 1.0), 100u);
+}
+
+TEST(topk, matches_a_full_sort) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for_each_target([&] {
+    for (std::size_t n : {1, 2, 15, 16, 17, 63, 1000, 100003}) {
+      std::vector<float> v(n);
+      for (auto& x : v)
+        x = g(rng);
+      for (std::size_t k : {std::size_t{1}, n / 100 + 1, n / 3 + 1, n}) {
+        ASSERT_EQ(topk_indices(v.data(), n, k), reference(v, k)) << "n " << n << " k " << k;
+      }
+    }
+  });
+}
+
+TEST(topk, ties_zeros_and_nans) {
+  for_each_target([&] {
+    // Many equal magnitudes of both signs: the lower indices win.
+    std::vector<float> ties(1000);
+    for (std::size_t i = 0; i < ties.size(); ++i)
+      ties[i] = (i % 2 ? -1.0f : 1.0f) * static_cast<float>(i % 4);
+    for (std::size_t k : {1, 10, 250, 251, 999})
+      ASSERT_EQ(topk_indices(ties.data(), ties.size(), k), reference(ties, k)) << k;
+    // All zeros: the first k.
+    std::vector<float> zeros(300, 0.0f);
+    ASSERT_EQ(topk_indices(zeros.data(), zeros.size(), 7), reference(zeros, 7));
+    // NaNs are taken only when there are fewer than k numbers.
+    std::vector<float> nans(50, std::numeric_limits<float>::quiet_NaN());
+    nans[3] = 2.0f;
+    nans[40] = -5.0f;
+    ASSERT_EQ(topk_indices(nans.data(), nans.size(), 2), (std::vector<uint32_t>{3, 40}));
+    auto four = topk_indices(nans.data(), nans.size(), 4);
+    ASSERT_EQ(four.size(), 4u);
+    EXPECT_EQ(four, (std::vector<uint32_t>{0, 1, 3, 40}));
+    // k beyond n is capped.
+    std::vector<float> small{1.0f, -3.0f, 2.0f};
+    EXPECT_EQ(topk_indices(small.data(), small.size(), 10), (std::vector<uint32_t>{0, 1, 2}));
+  });
+}
