@@ -32,6 +32,8 @@ std::shared_ptr<comm_core> comm_core::create(comm_core_init init) {
 
 comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   flight_ = std::make_shared<flight_recorder>(init_.cfg.flight_recorder);
+  if (!init_.cfg.trace.empty())
+    trace_ = std::make_shared<trace_recorder>(init_.cfg.trace, init_.rank, init_.comm_id);
   for (std::size_t k = 0; k < algo_named_.size(); ++k)
     algo_named_[k] = init_.cfg.algo.rules.count(to_string(static_cast<op_kind>(k))) > 0;
   next_message_.assign(static_cast<std::size_t>(init_.world), 0);
@@ -44,6 +46,7 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   eo.resumable = init_.resumer && init_.cfg.transport_crc && init_.cfg.reconnect.count() > 0;
   eo.faults = init_.faults;
   eo.flight = flight_;
+  eo.trace = trace_;
   if (init_.simulated_time) {
     auto* sys = init_.system;
     eo.now = [sys] { return sys->clock().now(); };
@@ -273,6 +276,28 @@ std::vector<int> comm_core::probe(uint32_t tag) {
   return result.get();
 }
 
+bool comm_core::status(std::vector<engine::op_status>& out, std::chrono::milliseconds timeout) {
+  if (finalized_.load())
+    return true; // nothing in flight
+  auto answer = std::make_shared<std::promise<std::vector<engine::op_status>>>();
+  auto result = answer->get_future();
+  engine_->post_task([this, answer] { answer->set_value(engine_->running_ops()); });
+  kick();
+  {
+    std::lock_guard<std::mutex> guard{board_status_mutex_};
+    if (board_op_) {
+      auto s = *board_op_;
+      s.running_ms = std::chrono::duration<double, std::milli>(clock::now() - board_op_started_).count();
+      out.push_back(std::move(s));
+    }
+  }
+  if (result.wait_for(timeout) != std::future_status::ready)
+    return false;
+  auto engine_ops = result.get();
+  out.insert(out.end(), engine_ops.begin(), engine_ops.end());
+  return true;
+}
+
 // ---- finalize -------------------------------------------------------------------
 
 void comm_core::finalize(std::chrono::milliseconds flush, bool await_actors) {
@@ -324,6 +349,15 @@ void comm_core::finalize(std::chrono::milliseconds flush, bool await_actors) {
     progress_ = nullptr;
   }
   links_.clear();
+  if (trace_) {
+    try {
+      auto path = trace_->write();
+      MCCL_LOG(info, "rank " << init_.rank << ": trace of communicator " << init_.comm_id
+                             << " written to " << path);
+    } catch (const error& e) {
+      MCCL_LOG(error, e.what());
+    }
+  }
 }
 
 // ---- engine_listener ------------------------------------------------------------

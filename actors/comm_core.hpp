@@ -33,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,10 @@ public:
   void finalize(std::chrono::milliseconds flush = std::chrono::milliseconds(500), bool await_actors = true);
   /// Peers with a message of `tag` no receive has claimed (communicator::probe).
   std::vector<int> probe(uint32_t tag);
+  /// The ops in flight and where each stands (status queries,
+  /// tools/mcclstatus). Nothing when the engine did not answer within
+  /// `timeout` (false).
+  bool status(std::vector<engine::op_status>& out, std::chrono::milliseconds timeout);
   /// True once the communicator aborted or was finalized.
   bool closed() const { return engine_->closed(); }
 
@@ -137,6 +142,7 @@ private:
 
   comm_core_init init_;
   std::shared_ptr<flight_recorder> flight_;
+  std::shared_ptr<trace_recorder> trace_; ///< MCCL_TRACE; null: off
   std::unique_ptr<engine> engine_;
   std::unique_ptr<op_thread> op_thread_; ///< null when MCCL_OP_THREAD_BYTES=0
   progress_handle progress_;
@@ -148,6 +154,10 @@ private:
   uint64_t next_board_op_ = 0; ///< collectives issued to the board
   /// Board ops run one at a time, in the order they were numbered.
   std::mutex board_mutex_;
+  /// The op on the board now, for status queries.
+  std::mutex board_status_mutex_;
+  std::optional<engine::op_status> board_op_;
+  clock::time_point board_op_started_;
   /// By op_kind: MCCL_ALGO has rules for it (then it may keep an op off the
   /// board); worked out once, not per op.
   std::array<bool, 32> algo_named_{};

@@ -17,6 +17,8 @@
 #include "transport/tcp/tcp_mesh.hpp"
 
 #include <cerrno>
+#include <cstring>
+#include <sys/stat.h>
 #include <mutex>
 #include <cstdlib>
 #include <algorithm>
@@ -209,6 +211,11 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
     });
   if (o.world_size > 1)
     settle_rdma(cfg, o.rank);
+  if (!sub_communicator)
+    rt->serve_status(cfg, o.rank);
+  if (!cfg.trace.empty() && ::mkdir(cfg.trace.c_str(), 0777) != 0 && errno != EEXIST)
+    throw error(errc::invalid_config, "MCCL_TRACE=\"" + cfg.trace + "\": cannot make the directory: "
+                                        + std::strerror(errno));
 
   std::vector<transport::connection_ptr> conns;
   std::shared_ptr<transport::tcp_link_resumer> resumer; // MCCL_RECONNECT_MS

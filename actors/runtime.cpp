@@ -43,6 +43,7 @@ runtime::impl::impl(const config_overrides& o, caf::actor_system* host)
 }
 
 runtime::impl::~impl() {
+  status.reset(); // its handlers read this runtime's communicators
   caf::anon_send(watchdog, actors::shutdown_atom::value);
   watchdog = nullptr;
   // Give actors a bounded moment to finish; never wait without a bound.

@@ -3,6 +3,7 @@
 
 #include <mccl/communicator.hpp>
 #include "actors/messages.hpp"
+#include "actors/status_server.hpp"
 #include "transport/buffer_pool.hpp"
 #include "transport/tcp/reactor.hpp"
 
@@ -33,6 +34,13 @@ struct runtime::impl {
 
   std::mutex comms_mutex;
   std::vector<std::weak_ptr<communicator::impl>> comms;
+
+  /// MCCL_METRICS_PORT: started with the first world communicator that
+  /// asks for it (one per process).
+  std::mutex status_mutex;
+  std::unique_ptr<actors::status_server> status;
+  /// Serves /metrics and /status for rank `rank` (idempotent).
+  void serve_status(const config& cfg, int rank);
 };
 
 } // namespace mccl

@@ -1,4 +1,5 @@
 #include "actors/work_state.hpp"
+#include "collectives/metrics_registry.hpp"
 
 #include <thread>
 
@@ -27,6 +28,7 @@ void work_state::finish(errc code, std::string message, op_report* r) {
       metrics_.algorithm = std::move(r->algorithm);
       metrics_.seq = r->seq;
       metrics_.bytes = r->bytes;
+      metrics_.wire_bytes = r->wire_bytes;
       metrics_.duration = r->duration;
       metrics_.driver = r->driver;
       metrics_.inline_run = r->driver == driver_kind::caller;
@@ -39,6 +41,7 @@ void work_state::finish(errc code, std::string message, op_report* r) {
     callbacks.swap(callbacks_);
   }
   cv_.notify_all();
+  metrics_registry::record_op(metrics_, code != errc::none);
   for (auto& cb : callbacks)
     cb();
 }

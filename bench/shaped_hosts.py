@@ -17,7 +17,10 @@ lists both.  Needs root.  Everything is removed afterwards.
 
 Each --variant is a named set of extra settings, e.g.
 --variant '2 sockets|MCCL_SOCKETS_PER_PEER=2' or
---variant 'bidir|MCCL_ALGO=allreduce=bidir_ring;allgather=bidir_ring'.
+--variant 'bidir|MCCL_ALGO=allreduce=bidir_ring;allgather=bidir_ring';
+items starting with '-' are extra mccl-bench arguments, e.g.
+--variant 'topk|MCCL_COMPRESSION=topk|--no-check' (top-k results differ
+from the exact sum by design).
 Variants run in turn within every round on the same emulated hosts (so
 drifting machine load hits them alike), and a last table gives each
 variant's median busbw relative to the first one's.
@@ -64,7 +67,7 @@ def main():
     why = netns_hosts.missing_requirements()
     if why:
         raise SystemExit(f"shaped_hosts: {why}")
-    variants = [parse_variant(v) for v in opts.variant] or [("defaults", [])]
+    variants = [parse_variant(v) for v in opts.variant] or [("defaults", [], [])]
     results = {}
     with netns_hosts.EmulatedHosts(count=opts.hosts, networks=opts.networks, rate=opts.rate,
                                    shaper=opts.shaper) as hosts:
@@ -72,7 +75,7 @@ def main():
         with open(hostfile, "w") as f:
             json.dump(hosts.hostfile(slots=opts.ranks_per_host), f)
         for rnd in range(opts.rounds):
-            for name, env in variants:
+            for name, env, bench_args in variants:
                 for op in opts.ops.split(","):
                     argv = ["/usr/bin/python3", os.path.join(ROOT, "tools", "mcclrun"), "--ssh",
                             hosts.ssh_command, "--hostfile", hostfile, "--timeout", "500",
@@ -80,7 +83,7 @@ def main():
                     for kv in opts.env + env:
                         argv += ["--env", kv]
                     argv += ["--", os.path.abspath(opts.bench), "-o", op, "-b", opts.b, "-e", opts.e,
-                             "-f", "4", "--json", "-"]
+                             "-f", "4", "--json", "-"] + bench_args
                     done = hosts.run(0, argv, timeout=560, check=False)
                     if done.returncode != 0:
                         raise SystemExit(f"{name}: {op} round {rnd} failed:\n{done.stdout}\n{done.stderr}")
@@ -91,8 +94,8 @@ def main():
     print(f"# {opts.hosts} hosts x {opts.ranks_per_host} rank(s), {opts.networks} network(s), {opts.shaper} "
           f"{opts.rate} per host link and direction ({rate / 1e6:.1f} MB/s), "
           f"median of {opts.rounds}; env: {' '.join(opts.env) or 'defaults'}")
-    for name, env in variants:
-        print(f"\n## {name}: {' '.join(env) or 'no extra settings'}\n")
+    for name, env, bench_args in variants:
+        print(f"\n## {name}: {' '.join(env + bench_args) or 'no extra settings'}\n")
         print("| op | bytes | algorithm | p50 | busbw (MB/s) | busbw / rate | check |")
         print("|---|---|---|---|---|---|---|")
         for (variant, op, size), rows in sorted(results.items()):
@@ -100,28 +103,32 @@ def main():
                 continue
             busbw = median_busbw(rows)
             p50 = statistics.median(r["p50_us"] for r in rows)
-            checks = "ok" if all(r["check"] == "ok" for r in rows) else "WRONG"
+            checks = ("ok" if all(r["check"] == "ok" for r in rows)
+                      else "not checked" if all(r["check"] == "skipped" for r in rows) else "WRONG")
             print(f"| {op} | {size} | {rows[0]['algorithm']} | {p50 / 1000:.1f} ms | "
                   f"{busbw / 1e6:.1f} ({' '.join(format(r['busbw_gbs'] * 1e3, '.1f') for r in rows)}) | "
                   f"{busbw / rate:.0%} | {checks} |")
     if len(variants) > 1:
         first = variants[0][0]
         print(f"\n## busbw relative to {first}\n")
-        print("| op | bytes | " + " | ".join(name for name, _ in variants) + " |")
+        print("| op | bytes | " + " | ".join(name for name, _, _ in variants) + " |")
         print("|---|---|" + "---|" * len(variants))
         for op, size in sorted({(op, size) for _, op, size in results}):
             base = median_busbw(results[(first, op, size)])
             cells = [f"{median_busbw(results[(name, op, size)]) / base:.2f}"
-                     if (name, op, size) in results else "-" for name, _ in variants]
+                     if (name, op, size) in results else "-" for name, _, _ in variants]
             print(f"| {op} | {size} | " + " | ".join(cells) + " |")
 
 
 def parse_variant(text):
-    name, *settings = text.split("|")
-    for kv in settings:
+    """(name, K=V settings, extra mccl-bench arguments)."""
+    name, *items = text.split("|")
+    env = [kv for kv in items if not kv.startswith("-")]
+    bench_args = [a for a in items if a.startswith("-")]
+    for kv in env:
         if "=" not in kv:
-            raise SystemExit(f"--variant {text!r}: {kv!r} is not K=V")
-    return name, settings
+            raise SystemExit(f"--variant {text!r}: {kv!r} is not K=V (or a -bench argument)")
+    return name, env, bench_args
 
 
 def median_busbw(rows):

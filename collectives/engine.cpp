@@ -1,6 +1,7 @@
 #include "collectives/engine.hpp"
 
 #include "collectives/engine_op.hpp"
+#include "collectives/metrics_registry.hpp"
 #include "config/log.hpp"
 
 #include <poll.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <tuple>
 
 namespace mccl {
 
@@ -60,6 +62,7 @@ engine::engine(engine_options opts, std::vector<transport::connection_ptr> conns
     co.heartbeat = opts_.cfg.heartbeat;
     co.pool = opts_.pool;
     co.recorder = opts_.faults;
+    co.counters = metrics_registry::register_link(opts_.comm_id, opts_.rank, peer);
     transport::channel_listener& self = *this;
     channels_[peer] = std::make_unique<transport::channel>(co, std::move(conns[peer]), self, now_);
   }
@@ -355,9 +358,12 @@ void engine::wait(leadership&, clock::time_point until) {
         c->conn()->notify_when_ready(true, ring);
     }
   }
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - opts_.now()).count() + 1;
+  auto asleep = opts_.now();
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - asleep).count() + 1;
   ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(left, 0, 1000)));
   waiting_.store(false);
+  if (opts_.trace && !ops_.empty())
+    opts_.trace->wait(asleep, opts_.now());
   uint64_t drained;
   [[maybe_unused]] auto n = ::read(knock_fd_, &drained, sizeof drained);
 }
@@ -423,6 +429,25 @@ void engine::shutdown(leadership& l, uint64_t issued, clock::time_point deadline
 
 bool engine::has_unclaimed_message(int peer, uint32_t tag) const {
   return peer >= 0 && peer < opts_.world && matchers_[peer].has_unclaimed(tag);
+}
+
+std::vector<engine::op_status> engine::running_ops() const {
+  std::vector<op_status> out;
+  auto now = opts_.now();
+  for (const auto& [id, op] : ops_) {
+    op_status s;
+    s.op = describe(*op->request);
+    s.collective = !op->is_p2p();
+    s.seq = op->request->seq;
+    s.algorithm = op->algorithm_name();
+    s.where = op->where();
+    s.running_ms = std::chrono::duration<double, std::milli>(now - op->started).count();
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(), [](const op_status& a, const op_status& b) {
+    return std::make_tuple(!a.collective, a.seq) < std::make_tuple(!b.collective, b.seq);
+  });
+  return out;
 }
 
 std::string engine::peer_name(int peer) const {

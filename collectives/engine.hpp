@@ -32,6 +32,7 @@
 /// thread, never while it is held: a Work's callback may issue the next op.
 
 #include "collectives/flight_recorder.hpp"
+#include "collectives/trace.hpp"
 #include "collectives/op.hpp"
 #include "collectives/p2p_matcher.hpp"
 #include <mccl/config.hpp>
@@ -87,6 +88,7 @@ struct engine_options {
   bool resumable = false;
   std::shared_ptr<transport::fault_recorder> faults; ///< null: no scenario
   std::shared_ptr<flight_recorder> flight;           ///< null: none
+  std::shared_ptr<trace_recorder> trace;             ///< MCCL_TRACE; null: off
   /// The clock of every time the engine keeps (heartbeats, deadlines,
   /// silences); a deterministic test passes its virtual one.
   std::function<std::chrono::steady_clock::time_point()> now = [] {
@@ -199,6 +201,18 @@ public:
   /// Inspection for the leader (tasks): a message with `tag` from `peer`
   /// that no receive has claimed yet.
   bool has_unclaimed_message(int peer, uint32_t tag) const;
+
+  /// Inspection for the leader (tasks): an op in flight, for status queries.
+  struct op_status {
+    std::string op;        ///< describe(request): "allreduce(count 10, float32, sum)"
+    bool collective = true;
+    uint64_t seq = 0;      ///< collectives: the sequence number
+    std::string algorithm;
+    std::string where;     ///< the algorithm's where(): step, and the peer waited on
+    double running_ms = 0;
+  };
+  /// Every op in flight, in sequence order (point-to-point ones last).
+  std::vector<op_status> running_ops() const;
 
 private:
   friend class engine_op;

@@ -40,6 +40,8 @@ public:
 
 private:
   void emit(int peer, const wire::frame_header& h, const uint8_t* data, std::size_t len) override {
+    if (e_.opts_.trace)
+      e_.opts_.trace->chunk(true, peer, h.seq, h.step, h.chunk, len, e_.opts_.now());
     e_.send_frame(*this, peer, h, data, len);
   }
   void report(errc c, std::string m) override {

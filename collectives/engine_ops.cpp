@@ -188,6 +188,9 @@ uint8_t* engine::landing_for(int peer, const wire::frame_header& h) {
 }
 
 void engine::deliver(engine_op& op, transport::received_frame& f) {
+  if (opts_.trace)
+    opts_.trace->chunk(false, f.peer, f.header.seq, f.header.step, f.header.chunk,
+                       f.header.payload_len, opts_.now());
   op.deliver(f);
 }
 
@@ -301,7 +304,12 @@ void engine::settle() {
     r.algorithm = op->algorithm_name();
     r.seq = request->seq;
     r.bytes = op->bytes;
+    r.wire_bytes = op->payload_sent();
     r.duration = ended - op->started;
+    if (opts_.trace)
+      opts_.trace->op(op->request->kind == op_kind::custom ? op->request->name : to_string(op->request->kind),
+                      !op->is_p2p(), request->seq, r.algorithm, r.bytes, r.wire_bytes, op->started,
+                      ended, r.code == errc::none);
     r.driver = leader_kind_;
     completions_.emplace_back(request, std::move(r));
     ops_.erase(request->id);

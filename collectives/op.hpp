@@ -21,6 +21,7 @@ struct op_report {
   std::string algorithm; ///< the algorithm that ran it ("" if none did)
   uint64_t seq = 0;      ///< sequence number (message number for send)
   std::size_t bytes = 0; ///< the size the algorithm was chosen by
+  std::size_t wire_bytes = 0; ///< payload bytes this rank sent for it
   std::chrono::nanoseconds duration{0}; ///< from the engine starting it to its end
   driver_kind driver = driver_kind::caller;
 };

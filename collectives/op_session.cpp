@@ -116,6 +116,7 @@ void op_session::send_frame(int peer, uint32_t step, uint32_t chunk, const void*
     h.op_count = args_.op.bytes();
   }
   ++outstanding_sends_;
+  payload_sent_ += bytes;
   emit(peer, h, static_cast<const uint8_t*>(data), bytes);
 }
 

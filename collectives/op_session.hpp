@@ -41,6 +41,8 @@ public:
   std::string describe_op() const;
   /// The algorithm's where(), guarded.
   std::string where() const;
+  /// Payload bytes sent so far (metrics: bytes on the wire).
+  std::size_t payload_sent() const noexcept { return payload_sent_; }
 
   // collective_io
   void send(int peer, uint32_t step, uint32_t chunk, const void* data, std::size_t bytes) override;
@@ -80,6 +82,7 @@ private:
   std::unique_ptr<algorithm> algo_;
   op_signature signature_;
   std::size_t outstanding_sends_ = 0;
+  std::size_t payload_sent_ = 0;
   bool finished_ = false;
   std::vector<bool> ack_requested_; ///< by peer: our first frame asked for an ack
   std::size_t acks_pending_ = 0;

@@ -465,6 +465,32 @@ const setting_def setting_table[] = {
          throw bad_value{};
      cfg.shader_path = text;
    }},
+  {"MCCL_TRACE", "", "a directory path (made if missing), or empty for off",
+   "Each rank writes a timeline of every communicator (ops, chunks, waits) in Chrome's trace "
+   "format to DIR/mccl-trace.rank<R>.comm<C>.json when it is finalized; tools/mccl-trace merges "
+   "them for Perfetto.",
+   [](config& cfg, const std::string& text) {
+     for (char c : text)
+       if (static_cast<unsigned char>(c) < 0x20)
+         throw bad_value{};
+     cfg.trace = text;
+   }},
+  {"MCCL_METRICS_PORT", "0", "an integer, 0 or between 1024 and 65535",
+   "Rank r serves GET /metrics (Prometheus text) and GET /status (what each communicator is "
+   "doing, JSON) over HTTP on MCCL_METRICS_ADDR port base+r; 0: off.",
+   [](config& cfg, const std::string& text) {
+     auto port = parse_int(text, 0, 65535);
+     if (port != 0 && port < 1024)
+       throw bad_value{};
+     cfg.metrics_port = static_cast<int>(port);
+   }},
+  {"MCCL_METRICS_ADDR", "127.0.0.1", "an IPv4 or IPv6 address literal",
+   "Where MCCL_METRICS_PORT listens: loopback unless told otherwise (0.0.0.0 for every interface).",
+   [](config& cfg, const std::string& text) {
+     if (!is_ip_literal(text))
+       throw bad_value{};
+     cfg.metrics_addr = text;
+   }},
   {"MCCL_JOB_TOKEN", "", "any string of at most 64 bytes",
    "Shared secret checked in every connection handshake; empty: rank 0 makes one per job and hands it out through rendezvous.",
    [](config& cfg, const std::string& text) {
@@ -729,6 +755,9 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_FAST_MATH") return cfg.fast_math ? "1" : "0";
     if (name == "MCCL_GPU_THRESHOLD") return format_byte_size(cfg.gpu_threshold);
     if (name == "MCCL_SHADER_PATH") return quoted(cfg.shader_path);
+    if (name == "MCCL_TRACE") return quoted(cfg.trace);
+    if (name == "MCCL_METRICS_PORT") return std::to_string(cfg.metrics_port);
+    if (name == "MCCL_METRICS_ADDR") return cfg.metrics_addr;
     if (name == "MCCL_JOB_TOKEN") return shown_value(job_token_name, cfg.job_token);
     return "?";
   };

@@ -7,11 +7,6 @@
 // widening float16/bfloat16 to float32, applying the Op, narrowing with
 // round-to-nearest-even, storing); an Op combines two compute vectors.
 
-// Sanitized builds (CMakeLists.txt) compile two instruction sets only.
-#if defined(MCCL_KERNELS_FEW_TARGETS) && !defined(HWY_DISABLED_TARGETS)
-#define HWY_DISABLED_TARGETS (HWY_AVX3_DL | HWY_AVX3 | HWY_SSE4 | HWY_SSSE3)
-#endif
-
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "reducers/reduce_kernels.cpp"
 #include <hwy/foreach_target.h>  // re-includes this file once per target

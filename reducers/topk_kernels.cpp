@@ -1,11 +1,6 @@
 // The top-k candidate filter, compiled once per x86 instruction set by
 // Highway's foreach_target and chosen at run time, like reduce_kernels.cpp.
 
-// Sanitized builds (CMakeLists.txt) compile two instruction sets only.
-#if defined(MCCL_KERNELS_FEW_TARGETS) && !defined(HWY_DISABLED_TARGETS)
-#define HWY_DISABLED_TARGETS (HWY_AVX3_DL | HWY_AVX3 | HWY_SSE4 | HWY_SSSE3)
-#endif
-
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "reducers/topk_kernels.cpp"
 #include <hwy/foreach_target.h>  // re-includes this file once per target

@@ -203,6 +203,8 @@ std::size_t channel::write_frames(clock::time_point now) {
       break;
     total += r.bytes;
     last_tx_ = now;
+    if (opts_.counters)
+      opts_.counters->add(opts_.counters->bytes_sent, r.bytes);
     account_written(txq_, r.bytes, [&](tx_item& done) {
       if (done.data_frame)
         listener_.on_sent(opts_.peer, done.ref);
@@ -274,6 +276,8 @@ std::size_t channel::read_frames(clock::time_point now) {
     auto r = conn_->read_some(direct ? payload_at() : stage_.data() + stage_end_, asked);
     if (r.bytes > 0) {
       total += r.bytes;
+      if (opts_.counters)
+        opts_.counters->add(opts_.counters->bytes_received, r.bytes);
       last_rx_ = now;
       drained = r.bytes < asked;
       if (!direct) {

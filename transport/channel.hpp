@@ -26,6 +26,7 @@
 #include "transport/buffer_pool.hpp"
 #include "transport/connection.hpp"
 #include "transport/crc_recovery.hpp"
+#include "transport/link_counters.hpp"
 #include "transport/fault/fault_report.hpp"
 #include "transport/received_frame.hpp"
 #include "transport/wire/frame.hpp"
@@ -91,6 +92,8 @@ struct channel_options {
   std::chrono::milliseconds heartbeat{1000}; ///< MCCL_HEARTBEAT_MS
   buffer_pool* pool = nullptr;
   std::shared_ptr<fault_recorder> recorder; ///< null: no fault scenario
+  /// Where the channel counts what it moves (metrics); null: not counted.
+  std::shared_ptr<link_counters> counters;
 };
 
 class channel {

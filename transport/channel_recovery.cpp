@@ -72,6 +72,8 @@ void channel::on_crc_nack(uint64_t index) {
   }
   MCCL_LOG(warn, name_ << " found a CRC32C mismatch in " << chunk_text(f->header) << ": sending it again");
   record("retransmit", &f->header, "link frame " + std::to_string(index) + " sent again after a NACK");
+  if (opts_.counters)
+    opts_.counters->add(opts_.counters->retransmits, 1);
   queue_kept(*f, false, {});
 }
 
@@ -148,6 +150,8 @@ void channel::on_resume_count(uint64_t count) {
   for (const auto& f : *frames)
     queue_kept(f, false, {});
   ++resumes_;
+  if (opts_.counters)
+    opts_.counters->add(opts_.counters->reconnects, 1);
   auto healed = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - resume_started_);
   MCCL_LOG(warn, "link to " << name_ << " resumed after " << healed.count() << " ms; sending "
                             << frames->size() << " unacknowledged frame(s) again");

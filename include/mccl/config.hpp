@@ -150,6 +150,11 @@ struct config {
   bool fast_math = true;
   std::size_t gpu_threshold = 8192;
   std::string shader_path;
+  /// MCCL_TRACE: where each communicator's timeline goes; "" = off.
+  std::string trace;
+  /// 0 = off; else rank r serves /metrics and /status on metrics_port + r.
+  int metrics_port = 0;
+  std::string metrics_addr = "127.0.0.1";
   /// Shared secret for handshakes; "" = none.
   std::string job_token;
   /// Setting name (MCCL_*) -> where its value came from.

@@ -20,6 +20,7 @@
 #include <mccl/config.hpp>
 #include <mccl/error.hpp>
 #include <mccl/faults.hpp>
+#include <mccl/metrics.hpp>
 #include <mccl/program.hpp>
 #include <mccl/schedule.hpp>
 #include <mccl/store.hpp>

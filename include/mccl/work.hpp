@@ -23,6 +23,9 @@ struct op_metrics {
   std::string algorithm; ///< the algorithm that ran it ("ring", "rd", ...)
   uint64_t seq = 0;      ///< sequence number (message number for send)
   std::size_t bytes = 0; ///< the size the algorithm was chosen by
+  /// Payload bytes this rank sent for the op (after compression; 0 for
+  /// ops through the shared-memory board).
+  std::size_t wire_bytes = 0;
   /// From the engine starting the op to its end.
   std::chrono::nanoseconds duration{0};
   /// Which thread moved its bytes when it completed: the one that issued

@@ -3,7 +3,6 @@
 /// made from Python, and the metrics summary. The package's __init__.py
 /// registers the backend with torch.distributed.
 
-#include "metrics.hpp"
 #include "process_group_mccl.hpp"
 #include "settings.hpp"
 
@@ -12,27 +11,55 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <mccl/metrics.hpp>
+
 namespace py = pybind11;
 using namespace mccl::torch_backend;
 
 namespace {
 
-py::dict to_dict(const metrics_summary& s) {
-  py::dict algorithms;
-  for (const auto& [op, algos] : s.algorithms) {
-    py::dict per_op;
-    for (const auto& [algo, n] : algos)
-      per_op[py::str(algo)] = n;
-    algorithms[py::str(op)] = per_op;
+/// mccl::metrics_summary as plain Python data; python/mccl/metrics.py
+/// wraps it in an object with attributes.
+py::dict to_dict(const mccl::metrics_summary& s) {
+  py::dict algorithms, ops;
+  for (const auto& [name, k] : s.ops) {
+    py::dict per_algo;
+    for (const auto& [algo, n] : k.algorithms)
+      per_algo[py::str(algo)] = n;
+    algorithms[py::str(name)] = per_algo;
+    py::dict op;
+    op["ops"] = k.ops;
+    op["errors"] = k.errors;
+    op["bytes"] = k.bytes;
+    op["wire_bytes"] = k.wire_bytes;
+    op["p50_latency_ms"] = k.p50_latency_ms;
+    op["p99_latency_ms"] = k.p99_latency_ms;
+    op["algorithms"] = per_algo;
+    ops[py::str(name)] = op;
+  }
+  py::list links;
+  for (const auto& l : s.links) {
+    py::dict link;
+    link["comm_id"] = l.comm_id;
+    link["rank"] = l.rank;
+    link["peer"] = l.peer;
+    link["bytes_sent"] = l.bytes_sent;
+    link["bytes_received"] = l.bytes_received;
+    link["retransmits"] = l.retransmits;
+    link["reconnects"] = l.reconnects;
+    links.append(link);
   }
   py::dict d;
   d["total_ops"] = s.total_ops;
   d["total_bytes"] = s.total_bytes;
+  d["wire_bytes"] = s.wire_bytes;
   d["errors"] = s.errors;
   d["p50_latency_ms"] = s.p50_latency_ms;
   d["p99_latency_ms"] = s.p99_latency_ms;
   d["peak_throughput_gbps"] = s.peak_throughput_gbps;
   d["algorithms"] = algorithms;
+  d["ops"] = ops;
+  d["links"] = links;
   return d;
 }
 
@@ -80,7 +107,8 @@ PYBIND11_MODULE(_C, m) {
         "The resolved configuration, one MCCL_X=value (source) line per setting.");
   m.def("release_runtime", &release_runtime, py::call_guard<py::gil_scoped_release>());
 
-  m.def("get_metrics", [] { return to_dict(current_metrics()); });
-  m.def("reset_metrics", &reset_metrics);
-  m.def("metrics_line", [] { return describe(current_metrics()); });
+  m.def("get_metrics", [] { return to_dict(mccl::get_metrics()); });
+  m.def("reset_metrics", &mccl::reset_metrics);
+  m.def("metrics_line", [] { return mccl::describe(mccl::get_metrics()); });
+  m.def("log_metrics", &mccl::log_metrics);
 }

@@ -1,7 +1,5 @@
 #include "work_mccl.hpp"
 
-#include "metrics.hpp"
-
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -80,8 +78,6 @@ void work_mccl::track(std::vector<work> parts, std::function<void()> after, int 
   if (all_done) {
     // Ops that ran inline on this thread are already done: finish here and
     // spare a thread hand-off.
-    for (const auto& p : parts_)
-      record_op(p.metrics(), !p.ok());
     complete(nullptr);
     return;
   }
@@ -95,11 +91,7 @@ void work_mccl::on_part_done() {
   if (remaining_.fetch_sub(1) != 1)
     return;
   c10::intrusive_ptr<work_mccl> self = c10::intrusive_ptr<work_mccl>::reclaim_copy(this);
-  completion_thread::instance().post([self] {
-    for (const auto& p : self->parts_)
-      record_op(p.metrics(), !p.ok());
-    self->complete(nullptr);
-  });
+  completion_thread::instance().post([self] { self->complete(nullptr); });
 }
 
 void work_mccl::complete(std::exception_ptr failure) {
@@ -125,7 +117,6 @@ void work_mccl::complete(std::exception_ptr failure) {
 }
 
 void work_mccl::fail_now(std::exception_ptr e) {
-  record_op(op_metrics{}, true);
   complete(std::move(e));
 }
 

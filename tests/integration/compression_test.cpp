@@ -13,6 +13,7 @@
 //     float32 result (the inputs are not representable in 16 bits).
 
 #include <mccl/mccl.hpp>
+#include <mccl/metrics.hpp>
 
 #include "rank_threads.hpp"
 #include "reducers/topk.hpp"
@@ -22,6 +23,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <random>
 #include <string>
@@ -456,4 +458,26 @@ TEST(Compression, TopkRanksThatDisagreeOnTheRatioFailNamingK) {
   ASSERT_EQ(errors.size(), 2u);
   for (const auto& e : errors)
     EXPECT_NE(e.find("top 401 on the wire"), std::string::npos) << e;
+}
+
+// The metrics count each op's size and the payload bytes this rank sent:
+// fp16 halves the latter, topk 0.01 cuts it to a few percent.
+TEST(Compression, MetricsCountBytesBeforeAndAfterCompression) {
+  std::map<std::string, mccl::op_kind_metrics> seen;
+  for (std::string codec : {"none", "fp16", "topk"}) {
+    mccl::reset_metrics();
+    mccl::runtime rt;
+    run_ranks(rt, 2, settings(codec), [&](mccl::communicator& comm) {
+      auto v = input_of(comm.rank(), count);
+      comm.allreduce(v.data(), count, dtype::float32).wait();
+    });
+    seen[codec] = mccl::get_metrics().ops["allreduce"];
+  }
+  for (const auto& [codec, m] : seen) {
+    EXPECT_EQ(m.ops, 2u) << codec; // one per rank
+    EXPECT_EQ(m.bytes, 2 * count * 4) << codec;
+  }
+  EXPECT_EQ(seen["fp16"].wire_bytes * 2, seen["none"].wire_bytes);
+  EXPECT_LT(seen["topk"].wire_bytes * 10, seen["none"].wire_bytes);
+  EXPECT_EQ(seen["topk"].algorithms.count("topk"), 1u);
 }

@@ -46,9 +46,36 @@ def metrics(rank, world):
     dist.all_reduce(torch.ones(1 << 20))
     dist.broadcast(torch.ones(16), src=0)
     m = mccl.get_metrics()
-    line = mccl.log_metrics()
+    # log_metrics writes to stderr through mccl's logger, at the default
+    # log level (WARN) too: catch fd 2 in a file.
+    import os
+    import sys
+    import tempfile
+    with tempfile.TemporaryFile() as err:
+        saved = os.dup(2)
+        sys.stderr.flush()
+        os.dup2(err.fileno(), 2)
+        try:
+            line = mccl.log_metrics()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        logged = err.read().decode()
+    attrs = {"total_ops": m.total_ops, "p50": m.p50_latency_ms, "p99": m.p99_latency_ms,
+             "peak": m.peak_throughput_gbps, "errors": m.errors, "wire_bytes": m.wire_bytes,
+             "allreduce_ops": m.ops["allreduce"].ops, "allreduce_algos": m.ops["allreduce"].algorithms,
+             "links": [(l.peer, l.bytes_sent, l.bytes_received, l.retransmits, l.reconnects)
+                       for l in m.links]}
+    try:
+        m.no_such_field
+        attrs["unknown_field"] = "accepted"
+    except AttributeError as e:
+        attrs["unknown_field"] = str(e)
+    as_dict = dict(m)
+    plain = m.to_dict()
     mccl.reset_metrics()
-    return m, line, mccl.get_metrics()
+    return m.to_dict(), line, logged, attrs, sorted(as_dict), plain, mccl.get_metrics().to_dict()
 
 
 class ConfigTest(unittest.TestCase):
@@ -74,7 +101,7 @@ class ConfigTest(unittest.TestCase):
 
 class MetricsTest(unittest.TestCase):
     def test_summary_counts_what_ran(self):
-        for m, line, after in harness.run_ranks(metrics, 2, deadline=90):
+        for m, line, logged, attrs, keys, plain, after in harness.run_ranks(metrics, 2, deadline=90):
             self.assertEqual(m["total_ops"], 5)
             self.assertEqual(m["errors"], 0)
             self.assertEqual(m["total_bytes"], 3 * 1024 * 4 + (1 << 20) * 4 + 16 * 4)
@@ -84,8 +111,28 @@ class MetricsTest(unittest.TestCase):
             self.assertGreaterEqual(m["p99_latency_ms"], m["p50_latency_ms"])
             self.assertGreater(m["peak_throughput_gbps"], 0)
             self.assertIn("5 ops", line)
+            self.assertIn("5 ops", logged)
+            self.assertIn("metrics: ", logged)
             self.assertEqual(after["total_ops"], 0)
             self.assertEqual(after["algorithms"], {})
+            # The object's attributes are the dict's values.
+            self.assertEqual(attrs["total_ops"], 5)
+            self.assertEqual(attrs["errors"], 0)
+            self.assertEqual(attrs["allreduce_ops"], 4)
+            self.assertEqual(sum(attrs["allreduce_algos"].values()), 4)
+            self.assertGreater(attrs["p99"], 0)
+            self.assertIn("total_ops", keys)
+            self.assertIn("links", keys)
+            self.assertEqual(plain["ops"]["broadcast"]["ops"], 1)
+            # Uncompressed ops sent payload on the wire; the one link to
+            # the other rank carried it, nothing retransmitted.
+            self.assertGreater(attrs["wire_bytes"], 0)
+            self.assertEqual(len(attrs["links"]), 1)
+            peer, sent, received, retransmits, reconnects = attrs["links"][0]
+            self.assertGreater(sent, 0)
+            self.assertGreater(received, 0)
+            self.assertEqual((retransmits, reconnects), (0, 0))
+            self.assertIn("no field 'no_such_field'", attrs["unknown_field"])
 
 
 if __name__ == "__main__":

@@ -61,7 +61,8 @@ const std::vector<std::string> expected_names = {
   "MCCL_HEARTBEAT_MS",   "MCCL_HEARTBEAT_MISSES", "MCCL_RECONNECT_MS", "MCCL_CRC_RETRIES", "MCCL_FAULTS",
   "MCCL_FAULTS_REPORT",  "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
   "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_FLIGHT_RECORDER", "MCCL_FAST_MATH",
-  "MCCL_GPU_THRESHOLD",  "MCCL_SHADER_PATH",   "MCCL_JOB_TOKEN",
+  "MCCL_GPU_THRESHOLD",  "MCCL_SHADER_PATH",   "MCCL_TRACE", "MCCL_METRICS_PORT", "MCCL_METRICS_ADDR",
+  "MCCL_JOB_TOKEN",
 };
 
 } // namespace
@@ -389,7 +390,8 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_HEARTBEAT_MISSES", "4"},     {"MCCL_CRC_RETRIES", "6"},
     {"MCCL_RECONNECT_MS", "2000"},
     {"MCCL_FAST_MATH", "off"},          {"MCCL_GPU_THRESHOLD", "4K"},
-    {"MCCL_SHADER_PATH", "/s"},
+    {"MCCL_SHADER_PATH", "/s"},         {"MCCL_METRICS_PORT", "9400"},
+    {"MCCL_METRICS_ADDR", "0.0.0.0"},   {"MCCL_TRACE", "/tmp/t"},
     {"MCCL_FAULTS", "/tmp/f.json"},     {"MCCL_FAULTS_REPORT", "/tmp/r"},
     {"MCCL_SOCKETS_PER_PEER", "3"},     {"MCCL_OP_THREAD_BYTES", "32M"},
     {"MCCL_SHM_RING_BYTES", "4M"},     {"MCCL_SHM_BOARD_BYTES", "4K"},
@@ -525,6 +527,11 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_LINK_PROFILE", "fast"},
   {"MCCL_LINK_PROFILE", "default_profile"},
   {"MCCL_LINK_PROFILE", ""},
+  {"MCCL_METRICS_PORT", "80"},
+  {"MCCL_METRICS_PORT", "65536"},
+  {"MCCL_METRICS_PORT", "x"},
+  {"MCCL_METRICS_ADDR", "localhost"},
+  {"MCCL_METRICS_ADDR", ""},
   {"MCCL_FAST_MATH", "maybe"},
   {"MCCL_FAST_MATH", ""},
   {"MCCL_GPU_THRESHOLD", "lots"},
@@ -589,10 +596,12 @@ TEST(ConfigInvalid, EveryVariableHasABadCase) {
     // the offending token instead of repeating the grammar (algo_spec_test.cpp).
     // MCCL_FAULTS and MCCL_FAULTS_REPORT are any path: a bad scenario file
     // is refused when it is read (fault_scenario_test.cpp).
-    // MCCL_SHADER_PATH's only bad values are control characters, which the
-    // message shows escaped (ShaderPathRefusesControlCharacters).
+    // MCCL_SHADER_PATH's and MCCL_TRACE's only bad values are control
+    // characters, which the message shows escaped
+    // (ShaderPathRefusesControlCharacters).
     bool found = name == "MCCL_JOB_TOKEN" || name == "MCCL_ALGO" || name == "MCCL_FAULTS"
-                 || name == "MCCL_FAULTS_REPORT" || name == "MCCL_SHADER_PATH";
+                 || name == "MCCL_FAULTS_REPORT" || name == "MCCL_SHADER_PATH"
+                 || name == "MCCL_TRACE";
     for (const auto& bad : bad_cases)
       found = found || bad.name == name;
     EXPECT_TRUE(found) << name;
