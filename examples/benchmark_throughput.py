@@ -2,14 +2,14 @@
 """Compare training runs of examples/ddp_dummy_train.py (--save-stats).
 
     /usr/bin/python3 examples/benchmark_throughput.py --baseline base.json \
-        --ddp mccl_1.json gloo_1.json mccl_2.json gloo_2.json -o ddp_2ranks
+        --ddp mccl_1.json gloo_1.json mccl_2.json gloo_2.json -o my_bench
 
 Runs with the same label (mccl, gloo, ... ; --label in the training script)
 are repeats: their samples/s are summarised by the median. Prints a table
 (label, runs, median samples/s, ratio to the baseline and to every other
 label), writes NAME.npz (per label: samples/s of each run, all step times,
-losses) and, with matplotlib, NAME_throughput.png (median samples/s per
-label, with each run's value) and NAME_steps.png (step time distribution).
+losses) and, with matplotlib, NAME.png (step time distribution per label)
+and NAME_bars.png (median samples/s per label, with each run's value).
 """
 
 import argparse
@@ -78,13 +78,13 @@ def main(argv=None):
                  f"{runs[labels[0]][0]['parameters'] / 1e6:.0f}M parameters")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(args.output + "_throughput.png", dpi=120)
+    fig.savefig(args.output + "_bars.png", dpi=120)
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.boxplot([arrays[f"{label}_step_times_s"] * 1000 for label in labels], labels=labels)
     ax.set_ylabel("step time (ms)")
     fig.tight_layout()
-    fig.savefig(args.output + "_steps.png", dpi=120)
-    print(f"wrote {args.output}_throughput.png and {args.output}_steps.png")
+    fig.savefig(args.output + ".png", dpi=120)
+    print(f"wrote {args.output}.png and {args.output}_bars.png")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 #include <hwy/foreach_target.h>  // re-includes this file once per target
 
 #include <hwy/cache_control.h>
+#include <hwy/targets.h>
 #include <hwy/highway.h>
 
 #include <cstdint>
@@ -149,6 +150,7 @@ struct F16 {
   }
 
   static HWY_INLINE void Store(DF d, hn::Vec<DF> v, uint8_t* p) {
+    (void)d;  // used by the integer version only
 #if HWY_TARGET <= HWY_AVX2
     const hn::Rebind<hwy::float16_t, DF> dh;
     hn::StoreU(hn::BitCast(DU16(), hn::DemoteTo(dh, v)), DU16(), reinterpret_cast<uint16_t*>(p));
@@ -550,6 +552,12 @@ bool widen_kernel(redop op, dtype wire_type, float* dst, const float* a, const v
 
 const char* reduce_kernel_target() {
   return HWY_DYNAMIC_DISPATCH(TargetName)();
+}
+
+std::vector<int64_t> reduce_kernel_targets() {
+  // Evaluated here, with this file's HWY_TARGETS (sanitized builds compile
+  // fewer than a test's own compilation unit would assume).
+  return hwy::SupportedAndGeneratedTargets();
 }
 
 } // namespace mccl::detail

@@ -6,6 +6,8 @@
 /// and pointers first; see reduce.hpp for the semantics.
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include <mccl/types.hpp>
 #include "reducers/reduce.hpp"
@@ -28,6 +30,10 @@ bool narrow_kernel(dtype wire_type, void* wire, float* values, std::size_t n);
 /// be exactly a). False for other wire types or a non-arithmetic op.
 bool widen_kernel(redop op, dtype wire_type, float* dst, const float* a, const void* wire,
                   std::size_t n);
+
+/// The instruction sets the kernels were built for that this CPU has
+/// (Highway target bits, best first); tests force each in turn.
+std::vector<int64_t> reduce_kernel_targets();
 
 /// Name of the instruction set the kernels run with, e.g. "AVX3" or "AVX2".
 const char* reduce_kernel_target();

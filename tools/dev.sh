@@ -120,8 +120,8 @@ run_tests() {
 # keep CI short; the multi-process subset covers real sockets and kills.
 SANITIZER_TARGETS=(mccl_unit_tests mccl_actor_tests mccl_integration_tests mccl_ops_tests
                    mccl_caller_driven_tests mccl_op_thread_tests mccl_shrink_tests mccl_fault_injection_tests
-                   mccl_check mccl_recovery)
-SANITIZER_MULTIPROC='^multiproc_(allreduce_w3|ops_w3|barrier_w2|faults|fault_scenarios|security|recovery)$'
+                   mccl_compression_tests mccl_check mccl_recovery)
+SANITIZER_MULTIPROC='^multiproc_(allreduce_w3|ops_w3|barrier_w2|faults|fault_scenarios|security|recovery|status|trace)$'
 
 sanitizer_tests() {
   [[ "${DEV_SANITIZERS:-1}" == 0 ]] && { step "sanitizers skipped (DEV_SANITIZERS=0)"; return 0; }
@@ -131,7 +131,12 @@ sanitizer_tests() {
     # -O1: sanitizer builds at -O3 compile about twice as long for little
     # gain in test time (the usual choice for ASan runs). A build type of
     # our own, so that neither CMakeLists.txt's default (Release) nor a
-    # standard type adds its flags (-O3 -DNDEBUG) after ours.
+    # standard type adds its flags (-O3 -DNDEBUG) after ours. clang (here
+    # for the fuzzers anyway) rather than g++: instrumented, it compiled
+    # these targets in 770 s of CPU where g++ had taken 1777 s for 89 of
+    # their 107 files (both measured on 2 busy vCPUs; the CAF-heavy files
+    # 1.4-2.3x faster each).
+    CC=clang-14 CXX=clang++-14 \
     cmake -S "$REPO_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS=-O1 \
       -DMCCL_SANITIZE=address,undefined -DMCCL_BUILD_BENCH=OFF -DMCCL_BUILD_EXAMPLES=OFF
   fi

@@ -3,6 +3,7 @@
 // width, ties, zeros, NaNs, k from 1 to n.
 
 #include "reducers/topk.hpp"
+#include "reducers/reduce_kernels.hpp"
 
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
@@ -31,7 +32,7 @@ std::vector<uint32_t> reference(const std::vector<float>& v, std::size_t k) {
 
 template <class F>
 void for_each_target(F&& check) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+  for (int64_t target : detail::reduce_kernel_targets()) { // built alike (CMakeLists.txt)
     hwy::SetSupportedTargetsForTest(target);
     SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
     check();
