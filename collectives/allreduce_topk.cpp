@@ -74,13 +74,15 @@ private:
     const auto* input = static_cast<const float*>(a_.op.send);
     const float* v = input;
     auto* residual = a_.op.residual.get();
+    std::vector<uint32_t> picked;
     if (residual) {
       if (residual->size() != n_)
         residual->assign(n_, 0.0f); // first use of this key, or a new count
-      reduce(redop::sum, dtype::float32, residual->data(), input, n_);
+      picked = topk_indices_after_adding(residual->data(), input, n_, k_);
       v = residual->data();
+    } else {
+      picked = topk_indices(v, n_, k_);
     }
-    auto picked = topk_indices(v, n_, k_);
     auto* block = scratch_.data() + block_bytes_ * static_cast<std::size_t>(a_.rank);
     auto* values = reinterpret_cast<float*>(block + k_ * sizeof(uint32_t));
     std::memcpy(block, picked.data(), k_ * sizeof(uint32_t));

@@ -405,9 +405,10 @@ private:
         continue;
       materialize(r.begin, r.begin + r.count);
       // A compressed result is a value the wire type holds. Ranks that
-      // received it already have exactly that; one that computed it last
-      // (a rank folded out of recursive doubling hands it on) rounds it
-      // here, so all ranks end with the same bits.
+      // received or sent it already have exactly that; one that only
+      // computed it (in recursive doubling with folded ranks, the partner
+      // of the rank that hands the result on) rounds it here, so all ranks
+      // end with the same bits.
       if (compressed())
         round_for_wire(wire_type_, floats_at(r.begin), r.count);
     }

@@ -2,8 +2,8 @@
 /// Top-k selection for sparsified allreduce (MCCL_COMPRESSION=topk): the k
 /// elements of largest magnitude, found in linear time. A sample of the
 /// magnitudes gives a threshold; one vectorised pass (topk_kernels.cpp)
-/// collects the indices at or above it; only those few candidates are
-/// then ordered.
+/// collects the indices at or above it, block by block into a buffer the
+/// size of the expected candidates; only those few are then ordered.
 
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +16,11 @@ namespace mccl {
 /// data picks the same set. NaNs come last (picked only when fewer than k
 /// elements are numbers). k is capped at n; exactly k indices come back.
 std::vector<uint32_t> topk_indices(const float* v, std::size_t n, std::size_t k);
+
+/// The same for v = residual + x, with residual += x done in the same pass
+/// (error feedback): afterwards residual holds v.
+std::vector<uint32_t> topk_indices_after_adding(float* residual, const float* x, std::size_t n,
+                                                std::size_t k);
 
 /// k for `ratio` of n elements: ceil(ratio * n), at least 1 (for n >= 1).
 std::size_t topk_count(std::size_t n, double ratio);

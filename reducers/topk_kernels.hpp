@@ -7,9 +7,11 @@
 
 namespace mccl::detail {
 
-/// Writes the indices i < n with |v[i]| >= threshold to out, ascending,
-/// and returns how many. `out` must have room for n + 64 entries (a vector
-/// store may run past the last index it keeps).
-std::size_t select_at_least_kernel(const float* v, std::size_t n, float threshold, uint32_t* out);
+/// With acc non-null: acc[i] += x[i] first (error feedback), and the test
+/// is on the sum. Writes base + i for every i < n with |value| >=
+/// threshold to out, ascending, and returns how many. `out` must have room
+/// for n + 64 entries (a vector store may run past the last index kept).
+std::size_t select_at_least_kernel(float* acc, const float* x, std::size_t n, float threshold,
+                                   uint32_t base, uint32_t* out);
 
 } // namespace mccl::detail

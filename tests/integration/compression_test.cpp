@@ -23,6 +23,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -308,22 +309,31 @@ TEST(Compression, AskingForItWhereItCannotApplyIsAnErrorNamingTheOp) {
   });
 }
 
-// Ranks that disagree about compression issued different ops: both fail,
-// and the message says which side compressed.
-TEST(Compression, RanksThatDisagreeFailNamingTheCompression) {
+namespace {
+
+/// The errors of one allreduce on 2 ranks with these settings per rank.
+std::vector<std::string> allreduce_errors(const std::function<mccl::config_overrides(int)>& settings_of) {
   mccl::runtime rt;
   std::mutex m;
   std::vector<std::string> errors;
-  run_ranks(rt, 2, [](int rank) { return settings(rank == 0 ? "fp16" : "none"); },
-            [&](mccl::communicator& comm) {
-              std::vector<float> v(count, 1.0f);
-              try {
-                comm.allreduce(v.data(), count, dtype::float32).wait();
-              } catch (const mccl::error& e) {
-                std::lock_guard<std::mutex> guard{m};
-                errors.push_back(e.what());
-              }
-            });
+  run_ranks(rt, 2, settings_of, [&](mccl::communicator& comm) {
+    std::vector<float> v(count, 1.0f);
+    try {
+      comm.allreduce(v.data(), count, dtype::float32).wait();
+    } catch (const mccl::error& e) {
+      std::lock_guard<std::mutex> guard{m};
+      errors.push_back(e.what());
+    }
+  });
+  return errors;
+}
+
+} // namespace
+
+// Ranks that disagree about compression issued different ops: both fail,
+// and the message says which side compressed.
+TEST(Compression, RanksThatDisagreeFailNamingTheCompression) {
+  auto errors = allreduce_errors([](int rank) { return settings(rank == 0 ? "fp16" : "none"); });
   ASSERT_EQ(errors.size(), 2u);
   for (const auto& e : errors)
     EXPECT_NE(e.find("fp16 on the wire"), std::string::npos) << e;
@@ -438,23 +448,11 @@ TEST(Compression, TopkErrorFeedbackDeliversEverythingEventually) {
 }
 
 TEST(Compression, TopkRanksThatDisagreeOnTheRatioFailNamingK) {
-  mccl::runtime rt;
-  std::mutex m;
-  std::vector<std::string> errors;
-  run_ranks(rt, 2, [](int rank) {
+  auto errors = allreduce_errors([](int rank) {
     auto o = settings("topk");
     o.set("MCCL_TOPK_RATIO", rank == 0 ? "0.01" : "0.02");
     return o;
-  },
-            [&](mccl::communicator& comm) {
-              std::vector<float> v(count, 1.0f);
-              try {
-                comm.allreduce(v.data(), count, dtype::float32).wait();
-              } catch (const mccl::error& e) {
-                std::lock_guard<std::mutex> guard{m};
-                errors.push_back(e.what());
-              }
-            });
+  });
   ASSERT_EQ(errors.size(), 2u);
   for (const auto& e : errors)
     EXPECT_NE(e.find("top 401 on the wire"), std::string::npos) << e;

@@ -89,3 +89,26 @@ TEST(topk, ties_zeros_and_nans) {
     EXPECT_EQ(topk_indices(small.data(), small.size(), 10), (std::vector<uint32_t>{0, 1, 2}));
   });
 }
+
+// Error feedback's form: the residual gets the input added in the same
+// pass, and the selection is on that sum.
+TEST(topk, selection_after_adding_updates_the_residual) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for_each_target([&] {
+    for (std::size_t n : {1, 17, 40001}) {
+      std::vector<float> residual(n), x(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        residual[i] = g(rng);
+        x[i] = g(rng);
+      }
+      std::vector<float> sum(n);
+      for (std::size_t i = 0; i < n; ++i)
+        sum[i] = residual[i] + x[i];
+      auto k = n / 50 + 1;
+      auto picked = topk_indices_after_adding(residual.data(), x.data(), n, k);
+      ASSERT_EQ(residual, sum) << n;
+      ASSERT_EQ(picked, reference(sum, k)) << n;
+    }
+  });
+}
