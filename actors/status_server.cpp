@@ -73,6 +73,9 @@ void status_server::accept() {
 }
 
 void status_server::answer(const std::shared_ptr<session>& s) {
+  // The request is in: the deadline was for reading it. (A status answer
+  // may take a while; the reply is small and goes out at once.)
+  s->timer.cancel();
   std::istream in(&s->request);
   std::string method, path;
   in >> method >> path;
@@ -98,7 +101,6 @@ void status_server::answer(const std::shared_ptr<session>& s) {
              + "\r\nContent-Length: " + std::to_string(p.body.size())
              + "\r\nConnection: close\r\n\r\n" + p.body;
   asio::async_write(s->socket, asio::buffer(s->reply), [s](const boost::system::error_code&, std::size_t) {
-    s->timer.cancel();
     boost::system::error_code ignored;
     s->socket.shutdown(tcp::socket::shutdown_both, ignored);
     s->socket.close(ignored);
