@@ -286,7 +286,11 @@ bool comm_core::status(std::vector<engine::op_status>& out, std::chrono::millise
   {
     std::lock_guard<std::mutex> guard{board_status_mutex_};
     if (board_op_) {
-      auto s = *board_op_;
+      engine::op_status s;
+      s.op = describe(*board_op_);
+      s.seq = board_op_->seq;
+      s.algorithm = "board";
+      s.where = "on the host's shared-memory board, waiting for every rank to arrive";
       s.running_ms = std::chrono::duration<double, std::milli>(clock::now() - board_op_started_).count();
       out.push_back(std::move(s));
     }

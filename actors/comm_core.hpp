@@ -33,7 +33,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -154,9 +153,9 @@ private:
   uint64_t next_board_op_ = 0; ///< collectives issued to the board
   /// Board ops run one at a time, in the order they were numbered.
   std::mutex board_mutex_;
-  /// The op on the board now, for status queries.
+  /// The op on the board now, for status queries (null: none).
   std::mutex board_status_mutex_;
-  std::optional<engine::op_status> board_op_;
+  op_ptr board_op_;
   clock::time_point board_op_started_;
   /// By op_kind: MCCL_ALGO has rules for it (then it may keep an op off the
   /// board); worked out once, not per op.

@@ -51,15 +51,13 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
   auto ticket = flight_->started(recorded_op(*op, init_.world, "board", driver_kind::caller));
   {
     std::lock_guard<std::mutex> guard{board_status_mutex_};
-    board_op_ = engine::op_status{describe(*op), true, call.seq, "board",
-                                  "on the host's shared-memory board, waiting for every rank to "
-                                  "arrive", 0};
+    board_op_ = op; // described only when someone asks (status)
     board_op_started_ = started;
   }
   auto outcome = mccl::run_on_board(*op, call);
   {
     std::lock_guard<std::mutex> guard{board_status_mutex_};
-    board_op_.reset();
+    board_op_ = nullptr;
   }
   if (trace_)
     trace_->op(to_string(op->kind), true, call.seq, "board", op->selection_bytes(init_.world), 0,
