@@ -28,21 +28,6 @@ namespace mccl {
 
 namespace {
 
-int env_int(const environment& env, const char* name, int lo, int hi, bool& present) {
-  auto i = env.find(name);
-  present = i != env.end();
-  if (!present)
-    return 0;
-  const auto& v = i->second;
-  char* end = nullptr;
-  errno = 0;
-  long x = v.empty() ? 0 : std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno != 0 || x < lo || x > hi)
-    throw error(errc::invalid_config, std::string(name) + "=\"" + v + "\": expected an integer in "
-                                        + std::to_string(lo) + ".." + std::to_string(hi));
-  return static_cast<int>(x);
-}
-
 std::string random_token() {
   std::random_device rd;
   std::string out;
@@ -71,36 +56,6 @@ config_overrides merged(const config_overrides& a, const config_overrides& b) {
 }
 
 } // namespace
-
-comm_options comm_options_from_env() {
-  auto env = process_environment();
-  comm_options o;
-  bool has_rank = false, has_world = false, has_port = false;
-  o.world_size = env_int(env, "WORLD_SIZE", 1, 1 << 20, has_world);
-  o.rank = env_int(env, "RANK", 0, 1 << 20, has_rank);
-  if (!has_rank && !has_world) {
-    o.world_size = 1; // a lone process: a group of one
-    return o;
-  }
-  if (has_rank != has_world)
-    throw error(errc::invalid_config, std::string(has_rank ? "RANK" : "WORLD_SIZE")
-                                        + " is set but " + (has_rank ? "WORLD_SIZE" : "RANK")
-                                        + " is not; set both (mcclrun and torchrun do)");
-  if (o.rank >= o.world_size)
-    throw error(errc::invalid_config, "RANK=" + std::to_string(o.rank) + " is not below WORLD_SIZE="
-                                        + std::to_string(o.world_size));
-  auto a = env.find("MASTER_ADDR");
-  if (a != env.end() && !a->second.empty())
-    o.master_addr = a->second;
-  o.master_port = env_int(env, "MASTER_PORT", 1, 65535, has_port);
-  if (o.world_size > 1 && (!has_port || a == env.end()))
-    throw error(errc::invalid_config,
-                std::string(!has_port ? "MASTER_PORT" : "MASTER_ADDR") + " is not set (rank "
-                  + std::to_string(o.rank) + " of " + std::to_string(o.world_size)
-                  + "): set MASTER_ADDR to rank 0's address and MASTER_PORT to a free port, or "
-                    "start the ranks with mcclrun");
-  return o;
-}
 
 void register_collective(const std::string& name, algorithm_factory factory) {
   if (name.empty())

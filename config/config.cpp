@@ -681,6 +681,14 @@ config resolve_config(const config_overrides& overrides, const environment& env)
     }
   }
 
+  // mlx.launch --verbose sets MLX_RING_VERBOSE for every rank: programs
+  // started that way log at INFO unless MCCL_LOG_LEVEL says otherwise.
+  if (auto v = env.find("MLX_RING_VERBOSE"); v != env.end() && !v->second.empty() && v->second != "0"
+      && cfg.sources["MCCL_LOG_LEVEL"] == setting_source::default_value) {
+    cfg.log_level = log_level::info;
+    cfg.sources["MCCL_LOG_LEVEL"] = setting_source::environment;
+  }
+
   auto preset = preset_of(cfg.profile);
   cfg.socket_buffer_bytes = preset.socket_buffer_bytes;
   if (cfg.sources[chunk_bytes_name] == setting_source::default_value) {

@@ -16,13 +16,28 @@ ips    addresses this host's ranks listen on for peers (MCCL_LISTEN_ADDR);
        the first host's first one is MASTER_ADDR.  Optional.
 slots  ranks to start on this host (default 1)
 env    extra environment for this host's ranks.  Optional.
+rdma   MLX JACCL's RDMA device towards each host of the file, in file order,
+       null for the host itself: ["rdma_en3", null, "rdma_en4"] (an entry may
+       be a list of devices).  Optional, but then on every host.  Passed on
+       to the ranks (MLX_IBV_DEVICES).
+
+MLX's ring hostfile ([{"ssh": "h1", "ips": ["10.0.0.1"]}, ...]) is this
+format.  MLX's rank list (the file MLX_HOSTFILE names) is accepted too:
+
+    [["10.0.0.1:5000"], ["10.0.0.1:5001"], ["10.0.0.2:5000"]]
+
+one entry per rank with its "ip:port" addresses; the rank runs on the host
+of the first ip (without ssh where that address is loopback or this
+machine's), listens on the entry's ips, and the ports are only checked:
+mccl picks its own.
 """
 
 import ipaddress
 import json
+import socket
 
 LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
-HOST_KEYS = ("ssh", "ips", "slots", "env")
+HOST_KEYS = ("ssh", "ips", "slots", "env", "rdma")
 
 
 class HostError(Exception):
@@ -30,11 +45,13 @@ class HostError(Exception):
 
 
 class Host:
-    def __init__(self, ssh, ips=(), slots=1, env=None):
+    def __init__(self, ssh, ips=(), slots=1, env=None, rdma=None):
         self.ssh = ssh
         self.ips = list(ips)
         self.slots = slots
         self.env = dict(env or {})
+        # RDMA device towards each host of the hostfile (None: no device).
+        self.rdma = None if rdma is None else list(rdma)
 
     @property
     def local(self):
@@ -44,6 +61,8 @@ class Host:
         out = {"ssh": self.ssh, "ips": self.ips, "slots": self.slots}
         if self.env:
             out["env"] = self.env
+        if self.rdma is not None:
+            out["rdma"] = self.rdma
         return out
 
     def __repr__(self):
@@ -89,10 +108,20 @@ def parse_hosts_arg(text):
     return hosts
 
 
+def is_rdma_device(device):
+    """An "rdma" entry: null, a device name, or (newer MLX) a list of names."""
+    if device is None or (isinstance(device, str) and device):
+        return True
+    return (isinstance(device, list) and bool(device)
+            and all(isinstance(d, str) and d for d in device))
+
+
 def host_from_json(entry, index, path):
     where = f"{path}: host {index}"
     if not isinstance(entry, dict):
-        raise HostError(f"{where}: expected an object with keys {', '.join(HOST_KEYS)}")
+        raise HostError(f"{where}: expected an object with keys {', '.join(HOST_KEYS)} "
+                        f"(or, in a list of ranks, a list of \"ip:port\" addresses), "
+                        f"got {json.dumps(entry)}")
     ssh = entry.get("ssh")
     if not isinstance(ssh, str) or not ssh:
         raise HostError(f"{where}: \"ssh\" must be a non-empty string")
@@ -116,24 +145,133 @@ def host_from_json(entry, index, path):
     if not isinstance(env, dict) or not all(
             isinstance(k, str) and k and isinstance(v, (str, int, float)) for k, v in env.items()):
         raise HostError(f"{where}: \"env\" must map names to strings")
-    return Host(ssh, ips, slots, {k: str(v) for k, v in env.items()})
+    rdma = entry.get("rdma")
+    if rdma is not None and (not isinstance(rdma, list) or not all(map(is_rdma_device, rdma))):
+        raise HostError(f"{where}: \"rdma\" must be a list of RDMA device names or null, "
+                        "one per host")
+    return Host(ssh, ips, slots, {k: str(v) for k, v in env.items()}, rdma)
 
 
-def load_hostfile(path):
+class Hostfile:
+    """What a hostfile says.
+
+    hosts: every host, in file order.  ranks: for MLX's list of ranks, the
+    host of each rank in rank order (a host may come back later in the list);
+    None for a list of hosts, whose ranks fill the hosts' slots in order.
+    """
+
+    def __init__(self, path, hosts, ranks=None):
+        self.path = path
+        self.hosts = hosts
+        self.ranks = ranks
+
+    @property
+    def has_rdma(self):
+        return any(h.rdma is not None for h in self.hosts)
+
+
+def read_json(path):
     try:
         with open(path) as f:
-            data = json.load(f)
+            return json.load(f)
     except OSError as err:
         raise HostError(f"cannot read hostfile {path}: {err.strerror}") from None
     except json.JSONDecodeError as err:
         raise HostError(f"hostfile {path} is not valid JSON: {err}") from None
+
+
+def read_hostfile(path):
+    """A hostfile in any of the accepted forms -> Hostfile."""
+    data = read_json(path)
     if isinstance(data, dict):
         if set(data) != {"hosts"}:
             raise HostError(f"{path}: expected {{\"hosts\": [...]}} or a list of hosts")
         data = data["hosts"]
     if not isinstance(data, list) or not data:
         raise HostError(f"{path}: the host list is empty")
-    return [host_from_json(entry, i, path) for i, entry in enumerate(data)]
+    if isinstance(data[0], list):
+        return ranks_from_json(data, path)
+    hosts = [host_from_json(entry, i, path) for i, entry in enumerate(data)]
+    check_rdma(hosts, path)
+    return Hostfile(path, hosts)
+
+
+def load_hostfile(path):
+    return read_hostfile(path).hosts
+
+
+def check_rdma(hosts, path):
+    """JACCL needs a device list on every host, one entry per host, with null
+    for itself; a list of another length means the hosts are out of order."""
+    if not any(h.rdma is not None for h in hosts):
+        return
+    for index, host in enumerate(hosts):
+        where = f"{path}: host {index} ({host.ssh})"
+        if host.rdma is None:
+            raise HostError(f"{where}: \"rdma\" is missing (the other hosts have one: "
+                            "give it on every host or on none)")
+        if len(host.rdma) != len(hosts):
+            raise HostError(f"{where}: \"rdma\" has {len(host.rdma)} entries for "
+                            f"{len(hosts)} hosts (one per host, in file order)")
+        if host.rdma[index] is not None:
+            raise HostError(f"{where}: \"rdma\" entry {index} is this host itself "
+                            f"and must be null, got {host.rdma[index]!r}")
+
+
+def parse_address(text, where):
+    """"ip:port" (IPv6 as "[ip]:port") -> (ip, port)."""
+    if not isinstance(text, str):
+        raise HostError(f"{where}: expected \"ip:port\" strings, got {json.dumps(text)}")
+    ip, sep, port = text.rpartition(":")
+    if ip.startswith("[") and ip.endswith("]"):
+        ip = ip[1:-1]
+    try:
+        ipaddress.ip_address(ip)
+        ok = sep and 0 < int(port) < 65536
+    except ValueError:
+        ok = False
+    if not ok:
+        raise HostError(f"{where}: {text!r} is not \"ip:port\" (an IP address and a "
+                        "port 1-65535)")
+    return ip, int(port)
+
+
+def is_local_address(ip):
+    """Whether ip is loopback or an address of this machine (it can be bound)."""
+    address = ipaddress.ip_address(ip)
+    if address.is_loopback:
+        return True
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.bind((ip, 0))
+        return True
+    except OSError:
+        return False
+
+
+def ranks_from_json(data, path):
+    """MLX's list of ranks: [["ip:port", ...], ...] -> Hostfile with ranks.
+
+    A host is the first ip of an entry; entries with the same first ip are
+    ranks of one host, which listens on all of their ips.
+    """
+    by_ip = {}
+    ranks = []
+    for index, entry in enumerate(data):
+        where = f"{path}: entry {index}"
+        if not isinstance(entry, list) or not entry:
+            raise HostError(f"{where}: expected a non-empty list of \"ip:port\" addresses "
+                            f"(entry 0 is one), got {json.dumps(entry)}")
+        ips = [parse_address(text, where)[0] for text in entry]
+        host = by_ip.get(ips[0])
+        if host is None:
+            ssh = "localhost" if is_local_address(ips[0]) else ips[0]
+            host = by_ip[ips[0]] = Host(ssh, slots=0)
+        host.slots += 1
+        host.ips += [ip for ip in ips if ip not in host.ips]
+        ranks.append(host)
+    return Hostfile(path, list(by_ip.values()), ranks)
 
 
 def dump_hostfile(hosts):
@@ -180,3 +318,29 @@ def place_ranks(hosts, total=None, per_host=None):
         for local in range(count):
             placements.append(Placement(len(placements), host, local, count))
     return placements
+
+
+def place_rank_list(ranks, total=None):
+    """Ranks where a list of ranks puts them; total: only the first that many."""
+    if total is not None:
+        if total > len(ranks):
+            raise HostError(f"-n {total} is more than the {len(ranks)} ranks the hostfile lists")
+        ranks = ranks[:total]
+    per_host = {}
+    for host in ranks:
+        per_host[id(host)] = per_host.get(id(host), 0) + 1
+    seen = {}
+    placements = []
+    for rank, host in enumerate(ranks):
+        local = seen.get(id(host), 0)
+        seen[id(host)] = local + 1
+        placements.append(Placement(rank, host, local, per_host[id(host)]))
+    return placements
+
+
+def rdma_matrix(placements, hosts):
+    """MLX_IBV_DEVICES's content: per rank, the device towards every rank
+    (None between ranks of one host, which do not use RDMA)."""
+    index = {id(h): i for i, h in enumerate(hosts)}
+    return [[None if a.host is b.host else a.host.rdma[index[id(b.host)]]
+             for b in placements] for a in placements]

@@ -91,10 +91,15 @@ struct op_options {
   uint64_t topk_key = 0;
 };
 
-/// RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun's names; LOCAL_RANK
-/// is read when present). Throws mccl::error(invalid_config) naming the
-/// variable that is missing or malformed.
-comm_options comm_options_from_env();
+/// Who this rank is, from the launcher's environment: RANK, WORLD_SIZE,
+/// MASTER_ADDR, MASTER_PORT (torchrun's and mcclrun's names; LOCAL_RANK is
+/// read when present), else MLX_RANK with MLX_HOSTFILE (mlx.launch's ring
+/// hostfile: rank 0 serves the rendezvous at its address there, every rank
+/// listens on its own) or with MLX_JACCL_COORDINATOR and MLX_IBV_DEVICES
+/// (JACCL: the transport asks for RDMA). Nothing set: a group of one, or
+/// with `strict` an error. Throws mccl::error(invalid_config) naming the
+/// variable or file entry that is missing or malformed.
+comm_options comm_options_from_env(bool strict = false);
 
 class runtime;
 namespace detail {

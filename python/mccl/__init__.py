@@ -1,56 +1,54 @@
-"""mccl as a torch.distributed backend for CPU tensors.
+"""mccl for Python: collectives on numpy arrays (and torch CPU tensors), and
+a torch.distributed backend.
 
-    import mccl                                  # registers backend "mccl"
-    import torch.distributed as dist
+    from mccl import distributed as md           # mirrors mlx.core.distributed
+    group = md.init()                            # from mcclrun / torchrun / mlx.launch
+    total = md.all_sum(np.ones(4, np.float32))
+
+    import mccl, torch.distributed as dist       # with torch: backend "mccl"
     dist.init_process_group("mccl", init_method="env://")
 
-Rendezvous goes through the store torch.distributed hands the backend
-(file://, tcp:// and env:// all work). Settings: mccl.init(**kwargs) or an
-mccl.MCCLConfig, set before init_process_group; they beat MCCL_* environment
-variables. Metrics: mccl.get_metrics(), mccl.log_metrics(), mccl.reset_metrics().
-Gradient compression for DDP: mccl.hooks.compression_hook("fp16").
+Only numpy is needed; with torch and the extension mccl._C present, the
+backend "mccl" registers itself on import (mccl.TORCH_BACKEND says whether
+it did). Settings: mccl.init(**kwargs) or an mccl.MCCLConfig, set before the
+first group; they beat MCCL_* environment variables. Metrics:
+mccl.get_metrics(), mccl.log_metrics(), mccl.reset_metrics(). Errors:
+mccl.MCCLError and one subclass per error code (mccl.errors). Tensor
+parallelism for torch: mccl.nn. Gradient compression for DDP: mccl.hooks.
 """
 
-import atexit
-import datetime
-
-import torch  # noqa: F401  (loads libtorch before the extension)
-import torch.distributed as dist
-
-from . import _C
-from ._C import MCCLError, ProcessGroupMCCL
+from . import errors
+from .errors import *  # noqa: F401,F403  (mccl.MCCLError, mccl.PeerLostError, ...)
 from .config import MCCLConfig, get_config, init, reset_config
 from .metrics import get_metrics, log_metrics, reset_metrics
-from . import hooks
-
-__all__ = [
-    "MCCLConfig", "MCCLError", "ProcessGroupMCCL", "init", "get_config", "reset_config",
-    "get_metrics", "log_metrics", "reset_metrics", "hooks", "BACKEND",
-]
+from . import distributed
 
 BACKEND = "mccl"
 
 
-def _timeout_ms(timeout):
-    if isinstance(timeout, datetime.timedelta):
-        return int(timeout.total_seconds() * 1000)
-    return int(float(timeout) * 1000)  # seconds, as torch's duration<float>
+def _register_torch_backend():
+    """True when torch.distributed now knows backend "mccl"."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    try:
+        from . import torch_backend
+    except ImportError as e:
+        # torch is there but the extension was not built (no pybind11 or
+        # libtorch-dev at build time): the numpy API still works.
+        import warnings
+        warnings.warn(f"mccl: torch is installed but mccl's torch backend is not built ({e}); "
+                      "mccl.distributed works, backend 'mccl' does not", ImportWarning)
+        return False
+    torch_backend.register()
+    return True
 
 
-def _create_process_group(dist_options, pg_options=None):
-    """torch.distributed's creator: called for the default group and for
-    every new_group this rank belongs to, with that group's prefixed store."""
-    return ProcessGroupMCCL(dist_options.store, dist_options.group_rank, dist_options.group_size,
-                            _timeout_ms(dist_options.timeout), str(dist_options.group_id))
+TORCH_BACKEND = _register_torch_backend()
+if TORCH_BACKEND:
+    from . import hooks  # noqa: F401
+    from ._C import ProcessGroupMCCL  # noqa: F401
 
-
-def _register():
-    if BACKEND.upper() in dist.Backend._plugins:
-        return
-    dist.Backend.register_backend(BACKEND, _create_process_group, extended_api=True)
-
-
-_register()
-# Process groups still open at exit keep the runtime alive; drop ours so
-# the runtime stops with the last of them rather than at static destruction.
-atexit.register(_C.release_runtime)
+__all__ = ["MCCLConfig", "init", "get_config", "reset_config", "get_metrics", "log_metrics",
+           "reset_metrics", "distributed", "errors", "BACKEND", "TORCH_BACKEND"] + errors.__all__

@@ -15,12 +15,12 @@ MCCL_LOG_LEVEL) take effect only before the first process group.
 
 import difflib
 
-from . import _C
+from . import _lib
 
 _PREFIX = "MCCL_"
 # (name, default, allowed, doc) for every setting, from the C++ table.
 _SETTINGS = {name[len(_PREFIX):].lower(): (name, default, allowed, doc)
-             for name, default, allowed, doc in _C.settings_table()}
+             for name, default, allowed, doc in _lib.settings_table()}
 
 
 def _env_name(key):
@@ -78,20 +78,26 @@ def init(config=None, **settings):
     pairs = list(config.items()) if config is not None else []
     pairs += list(settings.items())
     names = [(_env_name(k), _to_text(v)) for k, v in pairs if v is not None]
-    before = dict(_C.python_settings())
+    before = explicit_settings()
     try:
         for name, text in names:
-            _C.set_setting(name, text)
+            _lib.call("mccl_set_setting", name.encode(), text.encode())
     except Exception:
-        _C.clear_settings()
+        _lib.call("mccl_clear_settings")
         for name, text in before.items():
-            _C.set_setting(name, text)
+            _lib.call("mccl_set_setting", name.encode(), text.encode())
         raise
+
+
+def explicit_settings():
+    """{MCCL_* name: value} of the settings made with init() so far."""
+    lines = _lib.text("mccl_explicit_settings").splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
 
 
 def reset_config():
     """Forgets every setting made from Python (the environment applies again)."""
-    _C.clear_settings()
+    _lib.call("mccl_clear_settings")
 
 
 def get_config():
@@ -99,7 +105,7 @@ def get_config():
     {setting: (value, source)} with source "default", "profile",
     "environment" or "explicit"."""
     out = {}
-    for line in _C.describe_settings().splitlines():
+    for line in _lib.text("mccl_describe_settings").splitlines():
         line = line.strip()
         if not line.startswith(_PREFIX) or "=" not in line:
             continue

@@ -8,7 +8,9 @@ communicator of the C++ API): mccl.get_metrics() and friends.
     dict(m)                              # plain data, e.g. for json.dumps
 """
 
-from . import _C
+import json
+
+from . import _lib
 
 
 class _Record:
@@ -63,21 +65,22 @@ class Metrics(_Record):
         data = dict(data)
         data["ops"] = {name: OpMetrics(op) for name, op in data["ops"].items()}
         data["links"] = [LinkMetrics(link) for link in data["links"]]
+        data["algorithms"] = {name: dict(op["algorithms"]) for name, op in data["ops"].items()}
         super().__init__(data)
 
 
 def get_metrics():
     """The summary since the start or the last reset_metrics()."""
-    return Metrics(_C.get_metrics())
+    return Metrics(json.loads(_lib.text("mccl_metrics_json")))
 
 
 def log_metrics():
     """Writes the summary as one line to stderr through mccl's logger
     (whatever MCCL_LOG_LEVEL says) and returns the line."""
-    _C.log_metrics()
-    return _C.metrics_line()
+    _lib.call("mccl_log_metrics")
+    return _lib.text("mccl_metrics_summary")
 
 
 def reset_metrics():
     """Zeroes the summary."""
-    _C.reset_metrics()
+    _lib.call("mccl_reset_metrics")

@@ -1,6 +1,6 @@
 #include "process_group_mccl.hpp"
 
-#include "settings.hpp"
+#include "actors/process_runtime.hpp"
 #include "store_adapter.hpp"
 #include "tensor_args.hpp"
 
@@ -62,14 +62,14 @@ void check_same_dtype(const std::vector<at::Tensor>& ts, const op_context& ctx, 
 process_group_mccl::process_group_mccl(const c10::intrusive_ptr<::c10d::Store>& store, int rank,
                                        int size, std::chrono::milliseconds timeout,
                                        const std::string& group_name)
-  : ProcessGroup(rank, size), runtime_(shared_runtime()) {
+  : ProcessGroup(rank, size), runtime_(mccl::process::shared_runtime()) {
   comm_options o;
   o.rank = rank;
   o.world_size = size;
   o.store = std::make_shared<c10d_store_adapter>(store);
   o.master_addr = master_address(store);
   o.comm_id = comm_id_of(group_name);
-  o.overrides = python_settings();
+  o.overrides = mccl::process::explicit_settings();
   // The group's timeout is the op deadline unless MCCL_TIMEOUT_MS was set
   // explicitly (Python) or in the environment.
   if (!o.overrides.values().count("MCCL_TIMEOUT_MS") && !std::getenv("MCCL_TIMEOUT_MS")

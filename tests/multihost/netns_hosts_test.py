@@ -5,8 +5,9 @@ mccl_check on every host; allreduce, broadcast and the other collectives
 between the two ranks of a host, TCP between hosts; so must the host-aware
 algorithms on an uneven layout (3 + 1 + 2 ranks), and the table must pick
 them for large ops.  Also the route-to-MASTER_ADDR choice
-(no ips in the hosts list) and the error for an MCCL_IFNAME that matches
-nothing.
+(no ips in the hosts list), the error for an MCCL_IFNAME that matches
+nothing, and a job launched the way mlx.launch users do (MLX's ring
+hostfile, --backend ring).
 
     netns_hosts_test.py MCCL_CHECK
 
@@ -103,6 +104,23 @@ class ThreeHostsTest(unittest.TestCase):
         for rank in range(6):
             self.assertIn(f"rank {rank} listens on {self.hosts.address(rank // 2)}: eth0 "
                           f"({self.hosts.address(rank // 2)}) routes to MASTER_ADDR", done.stderr)
+
+    def test_mlx_ring_hostfile_and_backend(self):
+        # What an mlx.launch user brings: MLX's ring hostfile (a bare list of
+        # hosts without slots: one rank each) and --backend ring, which must
+        # reach every remote rank as MCCL_TRANSPORT=tcp.
+        path = os.path.join(self.tmp, "mlx-ring.json")
+        with open(path, "w") as f:
+            json.dump([{"ssh": self.hosts.name(h), "ips": [self.hosts.address(h)]}
+                       for h in range(3)], f)
+        done = self.mcclrun("--hostfile", path, "--backend", "ring", "--env", "MCCL_LOG_LEVEL=INFO",
+                            "--", MCCL_CHECK, "allreduce", "7", "65537")
+        for rank in range(3):
+            self.assertIn(f"[{rank}] MCCL_TRANSPORT=tcp (environment)", done.stderr)
+            self.assertIn(f"rank {rank} listens on {self.hosts.address(rank)}", done.stderr)
+            self.assertIn(f"rank {rank}: connected to 2 peer(s)", done.stderr)
+            self.assertRegex(done.stdout, rf"rank {rank}: allreduce: \d+ case\(s\), 0 failure\(s\)")
+        self.assertNotIn("[3]", done.stdout + done.stderr)
 
     def test_unknown_interface_is_named(self):
         done = self.mcclrun("--hostfile", self.hostfile(slots=1, ips=False),

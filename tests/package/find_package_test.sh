@@ -14,8 +14,13 @@ cmake --build "$work/build" -j 2 > "$work/build.log" || { cat "$work/build.log";
 # A group of one (no RANK/WORLD_SIZE): the allreduce is a local no-op.
 env -u RANK -u WORLD_SIZE LD_LIBRARY_PATH="$work/prefix/lib" "$work/build/embed_example"
 test -x "$work/prefix/bin/mcclrun"
-# The PyTorch backend, when this build has it: importable from the prefix
-# alone, loading the installed libmccl (not the build tree's).
+# The C API needs only the installed header and library: a C compiler, no
+# C++ flags, no CMake.
+cc -std=c11 -Wall -Werror -I"$work/prefix/include" "$source_dir/examples/allreduce_c.c" \
+   -L"$work/prefix/lib" -lmccl -o "$work/allreduce_c"
+env -u RANK -u WORLD_SIZE LD_LIBRARY_PATH="$work/prefix/lib" "$work/allreduce_c" | grep -q "rank 0 of 1"
+# The Python package: importable from the prefix alone, loading the
+# installed libmccl (not the build tree's), with the numpy API working.
 if [[ -f "$build_dir/python/mccl/__init__.py" ]]; then
   pkg=$(find "$work/prefix" -type d -path '*/dist-packages/mccl' | head -n 1)
   [[ -n "$pkg" ]] || { echo "the Python package mccl was built but cmake --install left it out"; exit 1; }
@@ -23,8 +28,11 @@ if [[ -f "$build_dir/python/mccl/__init__.py" ]]; then
 import sys
 site, prefix = sys.argv[1], sys.argv[2]
 sys.path.insert(0, site)
+import numpy as np
 import mccl
+from mccl import distributed as md
 assert mccl.__file__.startswith(prefix), mccl.__file__
+assert md.all_sum(np.ones(3, np.float32)).tolist() == [1.0, 1.0, 1.0]
 libs = [l.split()[-1] for l in open("/proc/self/maps") if "libmccl.so" in l]
 assert libs and all(l.startswith(prefix) for l in libs), libs
 print("python package mccl imported from", site)

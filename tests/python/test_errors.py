@@ -106,7 +106,7 @@ class ErrorsTest(unittest.TestCase):
         # A rejected call applies nothing, also not its valid values.
         with self.assertRaises(mccl.MCCLError):
             mccl.init(spin_us=10, chunk_bytes="12Q")
-        self.assertNotIn("MCCL_SPIN_US", mccl._C.python_settings())
+        self.assertNotIn("MCCL_SPIN_US", mccl.config.explicit_settings())
 
 
 if __name__ == "__main__":
