@@ -27,13 +27,19 @@ inline std::size_t chunk_elems_for(const collective_args& a) {
 /// Every rank derives the same chunking from the same count, dtype and
 /// setting. Measured on 2 vCPUs: a 2-rank 1 MiB allreduce in 4 chunks of
 /// 256 KiB beats 1 chunk of 1 MiB.
+constexpr std::size_t pipeline_depth = 4;
+constexpr std::size_t min_pipeline_chunk = std::size_t{64} << 10;
+
 inline std::size_t pipelined_chunk_elems(const collective_args& a, std::size_t count) {
-  constexpr std::size_t pipeline_depth = 4;
-  constexpr std::size_t min_pipeline_chunk = std::size_t{64} << 10;
   auto configured = chunk_elems_for(a);
   auto floor = std::max<std::size_t>(1, min_pipeline_chunk / dtype_size(a.op.type));
   auto split = (count + pipeline_depth - 1) / pipeline_depth;
   return std::min(configured, std::max(floor, split));
+}
+
+/// The same in bytes, for the cost model (collectives/cost_model.hpp).
+inline double pipelined_chunk_bytes(double configured, double bytes) {
+  return std::min(configured, std::max(static_cast<double>(min_pipeline_chunk), bytes / pipeline_depth));
 }
 
 /// "" when chunk c is exactly the expected one, else a description of what

@@ -43,6 +43,7 @@ engine::engine(engine_options opts, std::vector<transport::connection_ptr> conns
     throw error(errc::internal, std::string("engine: eventfd: ") + std::strerror(errno));
   channels_.resize(static_cast<std::size_t>(opts_.world));
   matchers_.resize(static_cast<std::size_t>(opts_.world));
+  queued_flag_.assign(static_cast<std::size_t>(opts_.world), 0);
   // The largest data frame a peer sends: a pipelining chunk, or a whole
   // small op on the latency path.
   auto max_payload = static_cast<uint32_t>(std::min<std::size_t>(
@@ -230,16 +231,19 @@ void engine::hand_off() {
 
 // ---- the leader's pass -------------------------------------------------------------
 
-bool engine::progress(leadership&) {
-  auto now = opts_.now();
+bool engine::begin_pass(clock::time_point now) {
   now_ = now;
-  bool moved = false;
   // What was posted first: a new op's frames go out in the same pass that
   // reads its peers' (one system call less per op than reading first).
-  if (inbox_ready_.load()) {
-    drain_inbox();
-    moved = true;
-  }
+  if (!inbox_ready_.load())
+    return false;
+  drain_inbox();
+  return true;
+}
+
+bool engine::progress(leadership&) {
+  auto now = opts_.now();
+  bool moved = begin_pass(now);
   for (auto& c : channels_) {
     if (!c || c->current() != transport::channel::state::open)
       continue;
@@ -253,6 +257,11 @@ bool engine::progress(leadership&) {
     if (c && c->wants_write() && c->current() == transport::channel::state::open)
       moved |= c->progress(now) > 0;
   settle();
+  return end_of_pass(now) || moved;
+}
+
+bool engine::end_of_pass(clock::time_point now) {
+  bool moved = false;
   if (pending_loss_peer_ >= 0 && now >= pending_loss_at_ + loss_grace) {
     // No ABORT explained the loss in time: this rank reports it itself.
     auto why = pending_loss_why_;
@@ -268,6 +277,41 @@ bool engine::progress(leadership&) {
   for (auto& task : std::exchange(tasks_, {}))
     task();
   return moved;
+}
+
+bool engine::progress_peers(leadership& l, const std::vector<int>& readable) {
+  if (std::exchange(queued_to_all_, false))
+    return progress(l);
+  auto now = opts_.now();
+  bool moved = begin_pass(now);
+  auto visit = [&](int peer) {
+    auto& c = channels_[static_cast<std::size_t>(peer)];
+    if (c && c->current() == transport::channel::state::open) {
+      moved |= c->progress(now) > 0;
+      settle();
+    }
+  };
+  for (int peer : readable)
+    visit(peer);
+  // What reading queued (and what ops started above queued) goes out now;
+  // a channel that could not write everything stays listed.
+  auto queued = std::exchange(queued_to_, {});
+  for (int peer : queued) {
+    queued_flag_[static_cast<std::size_t>(peer)] = 0;
+    visit(peer);
+    const auto& c = channels_[static_cast<std::size_t>(peer)];
+    if (c && c->wants_write() && c->current() == transport::channel::state::open)
+      note_queued(peer);
+  }
+  return end_of_pass(now) || moved;
+}
+
+void engine::note_queued(int peer) {
+  auto& flag = queued_flag_[static_cast<std::size_t>(peer)];
+  if (!flag) {
+    flag = 1;
+    queued_to_.push_back(peer);
+  }
 }
 
 void engine::drain_inbox() {
@@ -308,10 +352,12 @@ void engine::drain_inbox() {
   work.clear();
 }
 
-engine::clock::time_point engine::next_due(leadership&) const {
-  auto due = clock::time_point::max();
-  if (pending_loss_peer_ >= 0)
-    due = pending_loss_at_ + loss_grace;
+engine::clock::time_point engine::grace_due(leadership&) const {
+  return pending_loss_peer_ >= 0 ? pending_loss_at_ + loss_grace : clock::time_point::max();
+}
+
+engine::clock::time_point engine::next_due(leadership& l) const {
+  auto due = grace_due(l);
   // A channel with bytes queued waits for writability, not for a time (its
   // heartbeat is queued behind them anyway).
   for (const auto& c : channels_)

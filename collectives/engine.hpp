@@ -177,6 +177,11 @@ public:
   /// One pass: posted work, every channel both ways, heartbeats, timers.
   /// True when anything moved or changed.
   bool progress(leadership& l);
+  /// A pass for a driver that knows which connections became readable (the
+  /// simulator, tools/mccl_sim/): posted work, the channels of `readable`
+  /// and those with frames queued to send, timers; no heartbeats. With
+  /// thousands of peers it visits a few channels instead of all.
+  bool progress_peers(leadership& l, const std::vector<int>& readable);
   /// The engine's clock (engine_options::now).
   clock::time_point now() const { return opts_.now(); }
   /// Blocks until a connection is ready, something is posted, or `until`
@@ -188,6 +193,9 @@ public:
   /// When a pass is due without any I/O (a heartbeat to send, a lost
   /// peer's grace period ending).
   clock::time_point next_due(leadership& l) const;
+  /// When a lost peer's grace period ends (time_point::max() when no peer
+  /// is lost): the one timer of a driver without heartbeats (the simulator).
+  clock::time_point grace_due(leadership& l) const;
   /// Ops ended in this leadership: letting go completes them.
   bool completions_pending(leadership&) const noexcept { return !completions_.empty(); }
   /// No op is running and nothing is posted (completions may be pending).
@@ -228,6 +236,13 @@ private:
   void on_fatal(int peer, errc code, const std::string& why) override;
 
   void push(command c);
+  /// `peer`'s channel has frames to send: progress_peers() visits it.
+  void note_queued(int peer);
+  /// The start of every pass: posted work. True when there was some.
+  bool begin_pass(clock::time_point now);
+  /// The end of every pass: a lost peer's grace period, health checks,
+  /// tasks. True when it changed anything.
+  bool end_of_pass(clock::time_point now);
   void knock();
   void drain_inbox();
   /// Starts `op` now, or holds a collective back while others keep enough
@@ -264,6 +279,12 @@ private:
   std::shared_ptr<const std::vector<int>> host_of_; ///< opts_.cfg.host_of, shared with every op
   std::vector<std::unique_ptr<transport::channel>> channels_; ///< by rank
   std::vector<p2p_matcher> matchers_;                         ///< by rank
+  /// Peers whose channels got frames to send since progress_peers() last
+  /// visited them (listed once: queued_flag_), or all of them after an
+  /// abort queued one to every peer.
+  std::vector<int> queued_to_;
+  std::vector<char> queued_flag_;
+  bool queued_to_all_ = false;
 
   // Leadership and posting.
   std::mutex lead_mutex_;

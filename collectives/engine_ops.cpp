@@ -256,8 +256,10 @@ void engine::send_frame(engine_op& op, int peer, const wire::frame_header& h, co
   if (!ch)
     throw error(errc::internal, "algorithm " + op.algorithm_name() + " sends to rank "
                                   + std::to_string(peer) + ", which has no connection");
-  if (ch->send(h, data, len, transport::frame_ref{op.request->id, h.step, h.chunk}))
+  if (ch->send(h, data, len, transport::frame_ref{op.request->id, h.step, h.chunk})) {
+    note_queued(peer);
     return;
+  }
   // The channel is closed. A peer that finalized never takes this frame; a
   // lost one is blamed once its grace period ends (or an ABORT explains it).
   if (departed_.count(peer))
@@ -342,6 +344,7 @@ void engine::abort(errc code, const std::string& why, int origin, const std::str
   for (auto& c : channels_)
     if (c)
       c->abort(origin, code, wire_text.empty() ? why : wire_text);
+  queued_to_all_ = true;
   early_.clear();
   early_bytes_ = 0;
   for (auto& [id, op] : ops_)

@@ -26,7 +26,7 @@ REQUIRED_PACKAGES=(
   # network namespaces, tc shaping and DROP rules (multi-host and partition tests)
   iproute2 iptables
   # The PyTorch backend (python/) and its tests; examples plot with matplotlib.
-  python3-torch libtorch-dev pybind11-dev python3-matplotlib
+  python3-numpy python3-torch libtorch-dev pybind11-dev python3-matplotlib
 )
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -12,6 +12,11 @@ namespace mccl::transport {
 namespace {
 /// Receive staging: several small frames per recv, and a partial header.
 constexpr std::size_t stage_capacity = 128 * 1024;
+/// The stage starts this small (a header and a control frame's payload,
+/// an ABORT's reason included) and grows to stage_capacity once a read
+/// fills it: a large world's algorithms talk to a few peers each, and a
+/// channel to a peer that sends little costs little.
+constexpr std::size_t initial_stage = 1024;
 /// Bytes read per progress() call before the driver turns to other peers.
 constexpr std::size_t read_budget = 8u << 20;
 constexpr int max_iov = 32;
@@ -27,7 +32,7 @@ frame_key key_of(const wire::frame_header& h) {
 channel::channel(channel_options opts, connection_ptr conn, channel_listener& listener,
                  clock::time_point now)
   : opts_(std::move(opts)), conn_(std::move(conn)), listener_(listener), name_(conn_->description()),
-    last_tx_(now), stage_(stage_capacity), last_rx_(now), crc_rx_(opts_.crc_retries) {
+    last_tx_(now), stage_(initial_stage), last_rx_(now), crc_rx_(opts_.crc_retries) {
 }
 
 channel::~channel() {
@@ -229,6 +234,9 @@ std::size_t channel::stage_read_limit() const {
 
 std::size_t channel::read_frames(clock::time_point now) {
   std::size_t total = 0;
+  if (stage_begin_ == stage_end_ && !conn_->maybe_readable())
+    return total; // nothing staged, nothing to read: an idle peer costs no read
+
   // A read that returned less than it asked for emptied the socket: asking
   // again would only cost a system call that finds nothing.
   bool drained = false;
@@ -282,6 +290,8 @@ std::size_t channel::read_frames(clock::time_point now) {
       drained = r.bytes < asked;
       if (!direct) {
         stage_end_ += r.bytes;
+        if (stage_end_ == stage_.size() && stage_.size() < stage_capacity)
+          stage_.resize(stage_capacity); // keeps what was staged
       } else {
         cur_have_ += r.bytes;
         if (cur_have_ == cur_.payload_len)

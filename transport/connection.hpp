@@ -55,6 +55,12 @@ public:
   /// error means nothing is available now.
   virtual io_result read_some(void* data, std::size_t len) = 0;
 
+  /// Never blocks. A hint: false only when read_some would certainly find
+  /// nothing now (no bytes, no end of stream, no failure), so a pass over
+  /// many idle connections can skip the read. Transports that cannot tell
+  /// without trying (a socket) answer true.
+  virtual bool maybe_readable() const { return true; }
+
   /// Never blocks. Asks for one call of `ready` once the connection is
   /// readable, or writable when `want_write`, or failed; at once (possibly
   /// on this thread) when that already holds. One callback per direction

@@ -64,7 +64,11 @@ typedef enum mccl_dtype {
   MCCL_UINT8 = 5,
   MCCL_INT32 = 6,
   MCCL_INT64 = 7,
-  MCCL_BOOL = 8 /* one byte holding 0 or 1 */
+  MCCL_BOOL = 8, /* one byte holding 0 or 1 */
+  /* Not dtypes: they make the type as wide as an int, so that any value a
+     caller passes is representable and refused by name, not undefined. */
+  MCCL_DTYPE_ENUM_MIN_ = -0x7fffffff - 1,
+  MCCL_DTYPE_ENUM_MAX_ = 0x7fffffff
 } mccl_dtype_t;
 
 typedef enum mccl_redop {
@@ -75,7 +79,9 @@ typedef enum mccl_redop {
   MCCL_AVG = 4,
   MCCL_BAND = 5,
   MCCL_BOR = 6,
-  MCCL_BXOR = 7
+  MCCL_BXOR = 7,
+  MCCL_REDOP_ENUM_MIN_ = -0x7fffffff - 1, /* as for mccl_dtype_t */
+  MCCL_REDOP_ENUM_MAX_ = 0x7fffffff
 } mccl_redop_t;
 
 /* ---- handles ---------------------------------------------------------------- */

@@ -56,6 +56,7 @@ static void put(void* buf, mccl_dtype_t type, size_t i, double v) {
       ((uint16_t*)buf)[i] = h;
       break;
     }
+    default: break; /* the enum's range markers, not dtypes */
   }
 }
 
@@ -83,6 +84,7 @@ static double get(const void* buf, mccl_dtype_t type, size_t i) {
       memcpy(&f, &bits, 4);
       return f;
     }
+    default: break;
   }
   return -1;
 }
@@ -136,6 +138,7 @@ static void check_reductions(void) {
           case MCCL_BAND: want &= v; break;
           case MCCL_BOR: want |= v; break;
           case MCCL_BXOR: want ^= v; break;
+          default: break;
         }
       }
       if (ops[k] == MCCL_AVG)

@@ -131,11 +131,13 @@ def group_of_one():
     from mccl import distributed as md
     import mccl
     g = md.init()
-    x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    results = [md.all_sum(x), md.all_max(x), md.all_min(x), md.all_gather(x), md.sum_scatter(x)]
-    for y in results:
-        np.testing.assert_array_equal(y, x)
-        assert y is not x and not np.shares_memory(x, y)
+    for dtype in DTYPES:
+        x = contribution(0, (2, 3), dtype)
+        results = [md.all_sum(x), md.all_max(x), md.all_min(x), md.all_gather(x), md.sum_scatter(x)]
+        for y in results:
+            assert y.dtype == x.dtype, (y.dtype, x.dtype)
+            np.testing.assert_array_equal(y, x)
+            assert y is not x and not np.shares_memory(x, y)
     return g.rank(), g.size(), mccl.TORCH_BACKEND
 
 

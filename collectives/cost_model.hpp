@@ -1,0 +1,42 @@
+#pragma once
+/// What an algorithm should cost on an α–β–γ network: the classic model of
+/// Thakur, Rabenseifner and Gropp ("Optimization of Collective
+/// Communication Operations in MPICH", 2005), written for mccl's
+/// algorithms as they move bytes, on the network mccl-sim simulates
+/// (transport/sim/timed_network.hpp): α the latency of a message, β the
+/// time per byte of a rank's port, γ the time per byte of a reduction.
+///
+/// p ranks; n bytes is the op's size as mccl-bench and the algorithm table
+/// count it: the vector of allreduce, broadcast and reduce, the whole
+/// output of allgather and the whole input of reduce_scatter. With
+/// several ranks per host, messages between hosts share the host's NIC:
+/// a step in which all k ranks of a host send across hosts takes k times
+/// the bytes' time there.
+
+#include <mccl/collective.hpp>
+
+#include <cstddef>
+#include <string>
+
+namespace mccl {
+
+struct cost_params {
+  double alpha = 0;       ///< seconds per message between hosts
+  double beta = 0;        ///< seconds per byte between hosts (1 / rate)
+  double host_alpha = 0;  ///< the same within a host
+  double host_beta = 0;
+  double gamma = 0;       ///< seconds per byte reduced
+  int ranks_per_host = 1;
+  std::size_t chunk_bytes = 1 << 20; ///< pipelined algorithms' chunk (MCCL_CHUNK_BYTES)
+};
+
+struct cost_estimate {
+  double seconds = 0;
+  std::string formula; ///< the terms, e.g. "2(p-1)α + 2(p-1)/p·nβ"
+  bool known = false;  ///< false: no model for this algorithm
+};
+
+/// The model's time for `algorithm` running op `kind` of n bytes on p ranks.
+cost_estimate predict(op_kind kind, const std::string& algorithm, int p, double n, const cost_params& c);
+
+} // namespace mccl
