@@ -45,6 +45,11 @@ double ring_step(double m, int p, const cost_params& c) {
   return k > 1 ? std::max(across, within) : across;
 }
 
+/// Seconds per byte of the port a ring step's bytes go through.
+double port_beta(int p, const cost_params& c) {
+  return std::max(1, c.ranks_per_host) >= p ? c.host_beta : c.beta;
+}
+
 /// Recursive doubling over p2 = 2^l ranks (distances 1, 2, 4, ...), each
 /// round moving bytes(round) with a reduction of reduced(round) bytes.
 template <class Bytes, class Reduced>
@@ -78,11 +83,17 @@ cost_estimate predict(op_kind kind, const std::string& algorithm, int p, double 
   const double chunk = static_cast<double>(std::max<std::size_t>(1, c.chunk_bytes));
   switch (kind) {
     case op_kind::allreduce:
-      if (algorithm == "ring" || algorithm == "bidir_ring")
-        // Reduce-scatter then allgather: 2(p-1) steps of n/p bytes. One port
-        // per rank: the bidirectional ring moves the same bytes through it.
+      if (algorithm == "ring")
+        // Reduce-scatter then allgather: 2(p-1) steps of n/p bytes.
         return est(2 * pm1 * ring_step(n / p, p, c) + pm1 / p * n * c.gamma,
                    "2(p-1)(α + n/p·β) + (p-1)/p·nγ");
+      if (algorithm == "bidir_ring")
+        // Two rings of n/2 through one port each way: while one direction's
+        // message is α on its way, the port sends the other's, so the
+        // latency hides behind the bytes once they take longer.
+        return est(std::max(2 * pm1 * ring_step(n / (2 * p), p, c), 2 * pm1 * n / p * port_beta(p, c))
+                     + pm1 / p * n * c.gamma,
+                   "max(2(p-1)(α + n/2p·β), 2(p-1)/p·nβ) + (p-1)/p·nγ");
       if (algorithm == "rd")
         return est(fold(p, n, true, c) + butterfly(l, [&](int) { return n; }, [&](int) { return n; }, c),
                    "log2(p)(α + nβ + nγ) [+ 2(α + nβ) + nγ if p is not a power of 2]");
@@ -116,8 +127,11 @@ cost_estimate predict(op_kind kind, const std::string& algorithm, int p, double 
                    "(log2 p + p - 1)α + 2(p-1)/p·nβ");
       break;
     case op_kind::allgather:
-      if (algorithm == "ring" || algorithm == "bidir_ring")
+      if (algorithm == "ring")
         return est(pm1 * ring_step(n / p, p, c), "(p-1)(α + n/p·β)");
+      if (algorithm == "bidir_ring")
+        return est(std::max(pm1 * ring_step(n / (2 * p), p, c), pm1 * n / p * port_beta(p, c)),
+                   "max((p-1)(α + n/2p·β), (p-1)/p·nβ)");
       if (algorithm == "rd")
         return est(fold(p, n, false, c)
                      + butterfly(l, [&](int r) { return n / p * (1 << r); }, [](int) { return 0.0; }, c),

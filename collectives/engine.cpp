@@ -244,10 +244,10 @@ bool engine::begin_pass(clock::time_point now) {
 bool engine::progress(leadership&) {
   auto now = opts_.now();
   bool moved = begin_pass(now);
-  for (auto& c : channels_) {
-    if (!c || c->current() != transport::channel::state::open)
+  const auto& visit = channels_to_visit(now);
+  for (auto* c : visit) {
+    if (c->current() != transport::channel::state::open)
       continue;
-    c->keep_alive(now);
     moved |= c->progress(now) > 0;
     settle();
   }
@@ -258,6 +258,44 @@ bool engine::progress(leadership&) {
       moved |= c->progress(now) > 0;
   settle();
   return end_of_pass(now) || moved;
+}
+
+const std::vector<transport::channel*>& engine::channels_to_visit(clock::time_point now) {
+  // With a few peers every channel is read (a read that finds nothing is
+  // as cheap as asking whether there is something). With more, one poll(2)
+  // over their sockets says which have bytes: at 16 ranks a pass otherwise
+  // made 15 reads, most finding nothing, on every round of a small op.
+  constexpr std::size_t poll_from = 4;
+  visit_.clear();
+  poll_fds_.clear();
+  poll_of_.clear();
+  for (auto& c : channels_) {
+    if (!c || c->current() != transport::channel::state::open)
+      continue;
+    c->keep_alive(now);
+    visit_.push_back(c.get());
+  }
+  if (visit_.size() < poll_from)
+    return visit_;
+  std::size_t kept = 0;
+  for (auto* c : visit_) {
+    const auto& conn = *c->conn();
+    int fd = conn.poll_fd_exact() ? conn.poll_fd() : -1;
+    if (fd < 0 || c->wants_write() || c->has_staged()) {
+      visit_[kept++] = c; // no exact descriptor to ask, or work of its own
+      continue;
+    }
+    poll_fds_.push_back(pollfd{fd, POLLIN, 0});
+    poll_of_.push_back(c);
+  }
+  visit_.resize(kept);
+  if (poll_fds_.empty())
+    return visit_;
+  int n = ::poll(poll_fds_.data(), static_cast<nfds_t>(poll_fds_.size()), 0);
+  for (std::size_t i = 0; i < poll_fds_.size(); ++i)
+    if (n < 0 || poll_fds_[i].revents != 0) // a failed poll: read them all
+      visit_.push_back(poll_of_[i]);
+  return visit_;
 }
 
 bool engine::end_of_pass(clock::time_point now) {

@@ -39,6 +39,8 @@
 #include "transport/buffer_pool.hpp"
 #include "transport/channel.hpp"
 
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -238,6 +240,10 @@ private:
   void push(command c);
   /// `peer`'s channel has frames to send: progress_peers() visits it.
   void note_queued(int peer);
+  /// The open channels a full pass visits (after their keep-alives): all
+  /// of them, or with many peers those whose sockets poll(2) readable plus
+  /// those with work of their own.
+  const std::vector<transport::channel*>& channels_to_visit(clock::time_point now);
   /// The start of every pass: posted work. True when there was some.
   bool begin_pass(clock::time_point now);
   /// The end of every pass: a lost peer's grace period, health checks,
@@ -282,6 +288,10 @@ private:
   /// Peers whose channels got frames to send since progress_peers() last
   /// visited them (listed once: queued_flag_), or all of them after an
   /// abort queued one to every peer.
+  // channels_to_visit()'s scratch, kept to reuse its capacity.
+  std::vector<transport::channel*> visit_;
+  std::vector<struct pollfd> poll_fds_;
+  std::vector<transport::channel*> poll_of_;
   std::vector<int> queued_to_;
   std::vector<char> queued_flag_;
   bool queued_to_all_ = false;

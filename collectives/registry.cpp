@@ -1,11 +1,14 @@
 #include "collectives/registry.hpp"
 
+#include "collectives/chunking.hpp"
+
 #include "collectives/builtin.hpp"
 #include <mccl/config.hpp>
 
 #include <map>
 #include <mutex>
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 namespace mccl {
@@ -153,8 +156,17 @@ std::string default_algorithm(op_kind kind, std::size_t bytes, int world, const 
       // the whole buffer once per child over its one link, the chain sends
       // every byte over each link once (3 emulated hosts at 1 Gbit/s, 16 and
       // 64 MiB: chain 96-100 % of the rate, tree 48-50 %; bench/RESULTS.md).
-      if (cfg.hosts > 1 && world > 2 && bytes >= MiB)
-        return "chain";
+      // Many hosts: the chain's last chunk waits p-2 hops behind the first,
+      // so past k+2 ranks for k chunks the scatter-allgather (every byte
+      // twice over each link, about 2n/rate) beats it; in mccl-sim at 64
+      // MiB the chain takes 106 ms on 64 ranks but 269 on 256 and 921 on
+      // 1024, the scatter-allgather 122-126 ms (bench/RESULTS.md,
+      // "Simulated worlds"; the α–β model agrees).
+      if (cfg.hosts > 1 && world > 2 && bytes >= MiB) {
+        auto chunk = pipelined_chunk_bytes(static_cast<double>(cfg.chunk_bytes), static_cast<double>(bytes));
+        auto chunks = std::ceil(static_cast<double>(bytes) / chunk);
+        return world - 2 < chunks ? "chain" : "scatter_allgather";
+      }
       return "tree";
     case op_kind::reduce:
       // On 2 ranks the tree's leaf receives nothing and waits for the

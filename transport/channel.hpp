@@ -169,6 +169,9 @@ public:
   const std::string& name() const noexcept { return name_; }
   /// Bytes are queued (wait for writability too).
   bool wants_write() const noexcept { return !txq_.empty(); }
+  /// Bytes already read from the connection wait in the stage: a pass must
+  /// visit this channel even when its connection has nothing new.
+  bool has_staged() const noexcept { return stage_begin_ < stage_end_; }
   /// With CRC: data frames the peer has not acknowledged yet.
   std::size_t unacked_frames() const noexcept { return crc_tx_.kept_frames(); }
   /// The connection (null unless open), for waiting on it.

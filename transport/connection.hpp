@@ -83,6 +83,13 @@ public:
   /// answers -1).
   virtual int poll_fd() const { return -1; }
 
+  /// Never blocks. True when poll_fd() reports readable exactly when
+  /// read_some can make progress (the transport holds no bytes of its own
+  /// between reads): a pass over many peers may then skip reading a
+  /// connection whose descriptor polls idle. A plain socket is exact; a
+  /// striped or fault-injecting connection is not.
+  virtual bool poll_fd_exact() const { return false; }
+
   /// A lost connection was re-established over `fresh`, a new connection
   /// to the same peer: returns what to use from now on. A decorator takes
   /// `fresh` as its new inner connection and keeps its own state (the

@@ -59,6 +59,13 @@ TEST(DefaultAlgorithm, BroadcastTakesTheChainOnlyAcrossHostsAndForLargeOps) {
   EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, MiB, 3, three_hosts), "chain");
   EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 64 * 1024, 3, three_hosts), "tree");
   EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 16 * MiB, 2, three_hosts), "tree");
+  // Past k+2 ranks for k chunks the chain's pipeline is longer than the
+  // scatter-allgather's two passes (64 MiB: 64 chunks of 1 MiB).
+  mccl::config many_hosts;
+  many_hosts.hosts = 256;
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 64 * MiB, 64, many_hosts), "chain");
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 64 * MiB, 256, many_hosts), "scatter_allgather");
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::broadcast, 4 * MiB, 16, many_hosts), "scatter_allgather");
 }
 
 TEST(DefaultAlgorithm, HostAwareOnesAcrossHostsWithSeveralRanksOnSomeAbove16K) {

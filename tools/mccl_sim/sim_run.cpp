@@ -115,19 +115,20 @@ public:
     cfg_.timeout = std::chrono::hours(24);
     cfg_.heartbeat = std::chrono::hours(24);
     cfg_.transport_crc = false;
+    // Where each rank lives, as a communicator learns it at start-up: the
+    // table and the host-aware algorithms read it.
+    cfg_.host_of.resize(static_cast<std::size_t>(o.ranks));
+    for (int r = 0; r < o.ranks; ++r)
+      cfg_.host_of[static_cast<std::size_t>(r)] = r / o.ranks_per_host;
+    cfg_.hosts = (o.ranks + o.ranks_per_host - 1) / o.ranks_per_host;
+    // The table chooses for the full size, with the full-size chunk.
+    algorithm_ = o.algorithm.empty() ? default_algorithm(o.op, o.bytes, o.ranks, cfg_) : o.algorithm;
+    cfg_.algo = parse_algo_spec(std::string(to_string(o.op)) + "=" + algorithm_);
+    validate_algo_spec(cfg_);
     // The chunk shrinks with the payload: the same number of chunks as the
     // full-size op.
     auto chunk = static_cast<double>(cfg_.chunk_bytes) / scale;
     cfg_.chunk_bytes = std::max<std::size_t>(sizeof(float), static_cast<std::size_t>(chunk) / sizeof(float) * sizeof(float));
-    if (o.ranks_per_host > 1 && o.ranks > o.ranks_per_host) {
-      cfg_.host_of.resize(static_cast<std::size_t>(o.ranks));
-      for (int r = 0; r < o.ranks; ++r)
-        cfg_.host_of[static_cast<std::size_t>(r)] = r / o.ranks_per_host;
-      cfg_.hosts = (o.ranks + o.ranks_per_host - 1) / o.ranks_per_host;
-    }
-    algorithm_ = o.algorithm.empty() ? default_algorithm(o.op, o.bytes, o.ranks, cfg_) : o.algorithm;
-    cfg_.algo = parse_algo_spec(std::string(to_string(o.op)) + "=" + algorithm_);
-    validate_algo_spec(cfg_);
 
     engines_.reserve(static_cast<std::size_t>(o.ranks));
     for (int r = 0; r < o.ranks; ++r) {

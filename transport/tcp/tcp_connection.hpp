@@ -25,6 +25,7 @@ public:
   void close() override;
   const std::string& description() const override { return description_; }
   int poll_fd() const override { return fd_; }
+  bool poll_fd_exact() const override { return true; }
 
 private:
   std::shared_ptr<readiness_monitor> monitor_;
