@@ -238,6 +238,8 @@ private:
         }
       deps.clear();
     };
+    // The receives of this rank's latest step that had any (program::rounds).
+    std::vector<uint32_t> earlier_recvs;
     std::size_t i = 0;
     while (i < items_.size()) {
       auto step = items_[i].step;
@@ -252,6 +254,14 @@ private:
               deps.push_back(static_cast<uint32_t>(s.writer));
             s.readers.push_back(static_cast<uint32_t>(j));
           });
+          if (prog_.rounds && !earlier_recvs.empty()) {
+            auto prev = items_[earlier_recvs.front()].step;
+            bool fed = std::any_of(deps.begin(), deps.end(), [&](uint32_t d) {
+              return !items_[d].is_send && items_[d].step == prev;
+            });
+            if (!fed) // data held since before the previous round: wait for it
+              deps.insert(deps.end(), earlier_recvs.begin(), earlier_recvs.end());
+          }
           link(static_cast<uint32_t>(j));
         }
       for (auto j = i; j < end; ++j)
@@ -265,6 +275,12 @@ private:
           });
           link(static_cast<uint32_t>(j));
         }
+      std::vector<uint32_t> recvs;
+      for (auto j = i; j < end; ++j)
+        if (!items_[j].is_send)
+          recvs.push_back(static_cast<uint32_t>(j));
+      if (!recvs.empty())
+        earlier_recvs = std::move(recvs);
       i = end;
     }
   }

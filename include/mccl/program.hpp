@@ -69,6 +69,15 @@ struct program {
   std::vector<int> initial_blocks;
   /// Blocks that hold the final result on this rank when the program ends.
   std::vector<int> result_blocks;
+  /// Runs in rounds: a send whose data this rank already held before its
+  /// previous step with receives waits for those receives, instead of
+  /// leaving the moment the op starts. Recursive doubling sends a rank's
+  /// own block again in every round; sent early, it competes at the
+  /// receiver with the current round's bytes where links between hosts
+  /// are the limit. Off: every send leaves once its data is ready, which
+  /// is how rings pipeline chunks across steps, and what measured faster on
+  /// one host (bench/RESULTS.md, "Simulated worlds").
+  bool rounds = false;
 };
 
 /// How many transfer steps a program has (size of steps), for logs:
