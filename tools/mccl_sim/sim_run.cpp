@@ -375,7 +375,7 @@ op_kind parse_op(const std::string& name) {
                               + "': one of allreduce, broadcast, reduce, allgather, reduce_scatter");
 }
 
-cost_params model_of(const run_options& o, double scale) {
+cost_params model_of(const run_options& o) {
   cost_params c;
   c.alpha = o.net.alpha;
   c.beta = 1.0 / o.net.bytes_per_s;
@@ -385,7 +385,6 @@ cost_params model_of(const run_options& o, double scale) {
   // The chunk the engine uses, at full size.
   auto cfg = resolve_config({}, {});
   c.chunk_bytes = cfg.chunk_bytes;
-  (void)scale;
   return c;
 }
 
@@ -406,7 +405,7 @@ run_result run(const run_options& o) {
     out = w.run();
   }
   out.scale = scale;
-  out.predicted = predict(o.op, out.algorithm, o.ranks, static_cast<double>(o.bytes), model_of(o, scale));
+  out.predicted = predict(o.op, out.algorithm, o.ranks, static_cast<double>(o.bytes), model_of(o));
   if (o.kill_rank && o.shrink) {
     auto survivors = o;
     survivors.ranks = o.ranks - 1;

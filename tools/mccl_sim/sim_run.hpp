@@ -75,7 +75,7 @@ op_kind parse_op(const std::string& name);
 /// done, nothing in flight, no timer) is reported in the outcomes.
 run_result run(const run_options& options);
 
-/// The cost model's parameters for these options.
-cost_params model_of(const run_options& options, double scale);
+/// The cost model's parameters for these options (full-size chunks).
+cost_params model_of(const run_options& options);
 
 } // namespace mccl::sim

@@ -54,7 +54,6 @@ struct timed_state {
   double now = 0;
   uint64_t writes = 0;
   std::size_t in_flight = 0;
-  double wire_bytes = 0;
   /// By from * world + to; null until the first byte or close. A slot
   /// costs a pointer (8 MiB for 1024 ranks); a pipe only once used.
   std::vector<std::unique_ptr<timed_pipe>> pipes;
@@ -172,7 +171,6 @@ public:
     for (auto [len, w] : st_->pieces(out, bytes.data(), bytes.size())) {
       double at = std::max(st_->schedule(self_, peer_, w), out.last_arrival);
       out.last_arrival = at;
-      st_->wire_bytes += w;
       auto first = bytes.begin() + static_cast<std::ptrdiff_t>(at_byte);
       st_->arrivals.push(arrival{at, st_->writes++, self_, peer_,
                                  std::vector<uint8_t>(first, first + static_cast<std::ptrdiff_t>(len))});
@@ -323,10 +321,6 @@ void timed_network::kill(int rank) {
         if (p->on_readable)
           std::exchange(p->on_readable, nullptr)();
       }
-}
-
-double timed_network::wire_bytes() const {
-  return state_->wire_bytes;
 }
 
 } // namespace mccl::transport

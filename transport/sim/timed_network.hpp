@@ -83,9 +83,6 @@ public:
   /// once (peers read "connection reset"), what it had in flight is lost.
   void kill(int rank);
 
-  /// Wire bytes (scaled) sent by every rank so far.
-  double wire_bytes() const;
-
 private:
   std::shared_ptr<detail::timed_state> state_;
 };
