@@ -252,8 +252,17 @@ private:
     auto l = e.try_lead(driver_kind::caller);
     // Again while anything moves: a channel reads a bounded amount per
     // pass, and what the peers send next arrives later in virtual time.
-    while (e.progress_peers(l, readable)) {
-    }
+    // Bounded: an engine that never stops moving at one instant is a bug to
+    // report, not a loop to sit in.
+    constexpr int max_passes = 1 << 20;
+    int passes = 0;
+    while (e.progress_peers(l, readable))
+      if (++passes == max_passes) {
+        l.release(false);
+        throw std::runtime_error("rank " + std::to_string(r) + "'s engine kept moving for "
+                                 + std::to_string(max_passes) + " passes at " + std::to_string(net_->now())
+                                 + " s without waiting for the network");
+      }
     // Heartbeats are off here: a lost peer's grace period is the only timer.
     auto due = e.grace_due(l);
     due_[static_cast<std::size_t>(r)] = due == clock::time_point::max() ? never : seconds_of(due);
