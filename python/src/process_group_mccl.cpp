@@ -1,5 +1,7 @@
 #include "process_group_mccl.hpp"
 
+#include <Python.h>
+
 #include "actors/process_runtime.hpp"
 #include "store_adapter.hpp"
 #include "tensor_args.hpp"
@@ -80,6 +82,14 @@ process_group_mccl::process_group_mccl(const c10::intrusive_ptr<::c10d::Store>& 
 }
 
 process_group_mccl::~process_group_mccl() {
+  // Python drops the last reference holding the GIL; finalizing joins
+  // mccl's threads, and anything they free that Python owned takes the GIL.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    PyThreadState* unlocked = PyEval_SaveThread();
+    shutdown();
+    PyEval_RestoreThread(unlocked);
+    return;
+  }
   shutdown();
 }
 

@@ -82,16 +82,22 @@ void work_mccl::track(std::vector<work> parts, std::function<void()> after, int 
     return;
   }
   remaining_ = parts_.size();
-  c10::intrusive_ptr<work_mccl> self = c10::intrusive_ptr<work_mccl>::reclaim_copy(this);
+  // One reference for the whole watch, handed to the completion thread by
+  // the last part. The callbacks hold a plain pointer: had they held a
+  // reference, the last one could drop on an mccl thread, and freeing the
+  // outputs of a Work that Python no longer holds takes the GIL there,
+  // while a Python thread holding the GIL may be waiting for that mccl
+  // thread (destroy_process_group joins it).
+  c10::raw::intrusive_ptr::incref(this);
   for (const auto& p : parts_)
-    p.on_complete([self] { self->on_part_done(); });
+    p.on_complete([this] { on_part_done(); });
 }
 
 void work_mccl::on_part_done() {
   if (remaining_.fetch_sub(1) != 1)
     return;
-  c10::intrusive_ptr<work_mccl> self = c10::intrusive_ptr<work_mccl>::reclaim_copy(this);
-  completion_thread::instance().post([self] { self->complete(nullptr); });
+  auto self = c10::intrusive_ptr<work_mccl>::reclaim(this); // track()'s reference
+  completion_thread::instance().post([self = std::move(self)] { self->complete(nullptr); });
 }
 
 void work_mccl::complete(std::exception_ptr failure) {
