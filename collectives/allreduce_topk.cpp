@@ -47,8 +47,16 @@ public:
     inner_->start();
   }
 
-  void on_chunk(const incoming_chunk& c) override { inner_->on_chunk(c); }
-  void on_sent(int peer, uint32_t step, uint32_t chunk) override { inner_->on_sent(peer, step, chunk); }
+  // The first frame that left or arrived means the pairs are on the wire:
+  // the output is cleared while they travel instead of after.
+  void on_chunk(const incoming_chunk& c) override {
+    clear_output_once();
+    inner_->on_chunk(c);
+  }
+  void on_sent(int peer, uint32_t step, uint32_t chunk) override {
+    clear_output_once();
+    inner_->on_sent(peer, step, chunk);
+  }
   bool receives() const override { return inner_->receives(); }
   std::string where() const override {
     return "top-" + std::to_string(k_) + " of " + std::to_string(n_) + ": " + inner_->where();
@@ -72,25 +80,27 @@ private:
   /// feedback the residual becomes what is left unsent.
   void select() {
     const auto* input = static_cast<const float*>(a_.op.send);
-    const float* v = input;
-    auto* residual = a_.op.residual.get();
-    std::vector<uint32_t> picked;
-    if (residual) {
+    auto* block = scratch_.data() + block_bytes_ * static_cast<std::size_t>(a_.rank);
+    auto* index = reinterpret_cast<uint32_t*>(block);
+    auto* values = reinterpret_cast<float*>(block + k_ * sizeof(uint32_t));
+    if (auto* residual = a_.op.residual.get()) {
       if (residual->size() != n_)
         residual->assign(n_, 0.0f); // first use of this key, or a new count
-      picked = topk_indices_after_adding(residual->data(), input, n_, k_);
-      v = residual->data();
+      topk_select_after_adding(residual->data(), input, n_, k_, index, values);
     } else {
-      picked = topk_indices(v, n_, k_);
+      topk_select(input, n_, k_, index, values);
     }
-    auto* block = scratch_.data() + block_bytes_ * static_cast<std::size_t>(a_.rank);
-    auto* values = reinterpret_cast<float*>(block + k_ * sizeof(uint32_t));
-    std::memcpy(block, picked.data(), k_ * sizeof(uint32_t));
-    for (std::size_t j = 0; j < k_; ++j)
-      values[j] = v[picked[j]];
-    if (residual)
-      for (auto i : picked)
-        (*residual)[i] = 0.0f;
+  }
+
+  /// Zeroes the output, which the pairs are then added into. Safe once
+  /// select() has copied this rank's pairs out (an in-place op's input is
+  /// the output).
+  void clear_output_once() {
+    if (output_cleared_)
+      return;
+    auto* out = static_cast<float*>(a_.op.recv);
+    std::fill(out, out + n_, 0.0f);
+    output_cleared_ = true;
   }
 
   // ---- collective_io of the inner allgather ---------------------------------
@@ -107,8 +117,8 @@ private:
 
   /// Every rank's pairs are here: add them up, rank by rank.
   void finish() override {
+    clear_output_once();
     auto* out = static_cast<float*>(a_.op.recv);
-    std::fill(out, out + n_, 0.0f);
     for (int r = 0; r < a_.world; ++r) {
       const auto* block = scratch_.data() + block_bytes_ * static_cast<std::size_t>(r);
       const auto* values = reinterpret_cast<const float*>(block + k_ * sizeof(uint32_t));
@@ -134,6 +144,7 @@ private:
   std::size_t block_bytes_;
   scratch_buffer scratch_;
   std::unique_ptr<algorithm> inner_;
+  bool output_cleared_ = false;
 };
 
 } // namespace

@@ -11,16 +11,18 @@
 
 namespace mccl {
 
-/// The indices of the k elements of v with the largest |v[i]|, ascending.
-/// Ties at the threshold go to the lower index, so every run on the same
-/// data picks the same set. NaNs come last (picked only when fewer than k
-/// elements are numbers). k is capped at n; exactly k indices come back.
-std::vector<uint32_t> topk_indices(const float* v, std::size_t n, std::size_t k);
+/// The k elements of v with the largest |v[i]|: their indices, ascending,
+/// to index[0..k) and their values to value[0..k). Ties at the threshold go
+/// to the lower index, so every run on the same data picks the same set.
+/// NaNs come last (picked only when fewer than k elements are numbers).
+/// k is capped at n; returns it.
+std::size_t topk_select(const float* v, std::size_t n, std::size_t k, uint32_t* index, float* value);
 
-/// The same for v = residual + x, with residual += x done in the same pass
-/// (error feedback): afterwards residual holds v.
-std::vector<uint32_t> topk_indices_after_adding(float* residual, const float* x, std::size_t n,
-                                                std::size_t k);
+/// Error feedback: the same for v = residual + x, with residual += x done in
+/// the same pass; then the picked entries of residual are zeroed (what is
+/// sent is no longer owed), so afterwards residual holds what was not sent.
+std::size_t topk_select_after_adding(float* residual, const float* x, std::size_t n, std::size_t k,
+                                     uint32_t* index, float* value);
 
 /// k for `ratio` of n elements: ceil(ratio * n), at least 1 (for n >= 1).
 std::size_t topk_count(std::size_t n, double ratio);

@@ -8,10 +8,10 @@
 namespace mccl::detail {
 
 /// With acc non-null: acc[i] += x[i] first (error feedback), and the test
-/// is on the sum. Writes base + i for every i < n with |value| >=
-/// threshold to out, ascending, and returns how many. `out` must have room
-/// for n + 64 entries (a vector store may run past the last index kept).
+/// is on the sum. For every i < n with |value| >= threshold, ascending,
+/// writes base + i to out_index and the value to out_value; returns how
+/// many. Both must have room for n entries.
 std::size_t select_at_least_kernel(float* acc, const float* x, std::size_t n, float threshold,
-                                   uint32_t base, uint32_t* out);
+                                   uint32_t base, uint32_t* out_index, float* out_value);
 
 } // namespace mccl::detail

@@ -30,6 +30,18 @@ std::vector<uint32_t> reference(const std::vector<float>& v, std::size_t k) {
   return idx;
 }
 
+/// topk_select's indices, after checking that its values are v's there.
+std::vector<uint32_t> topk_indices(const float* v, std::size_t n, std::size_t k) {
+  std::vector<uint32_t> index(std::min(k, n));
+  std::vector<float> value(index.size());
+  EXPECT_EQ(topk_select(v, n, k, index.data(), value.data()), index.size());
+  for (std::size_t j = 0; j < index.size(); ++j) {
+    float want = v[index[j]];
+    EXPECT_TRUE(value[j] == want || (std::isnan(value[j]) && std::isnan(want))) << "index " << index[j];
+  }
+  return index;
+}
+
 template <class F>
 void for_each_target(F&& check) {
   for (int64_t target : detail::reduce_kernel_targets()) { // built alike (CMakeLists.txt)
@@ -91,7 +103,7 @@ TEST(topk, ties_zeros_and_nans) {
 }
 
 // Error feedback's form: the residual gets the input added in the same
-// pass, and the selection is on that sum.
+// pass, the selection is on that sum, and what was picked is no longer owed.
 TEST(topk, selection_after_adding_updates_the_residual) {
   std::mt19937 rng(9);
   std::normal_distribution<float> g(0.0f, 1.0f);
@@ -106,9 +118,16 @@ TEST(topk, selection_after_adding_updates_the_residual) {
       for (std::size_t i = 0; i < n; ++i)
         sum[i] = residual[i] + x[i];
       auto k = n / 50 + 1;
-      auto picked = topk_indices_after_adding(residual.data(), x.data(), n, k);
-      ASSERT_EQ(residual, sum) << n;
+      std::vector<uint32_t> picked(k);
+      std::vector<float> values(k);
+      ASSERT_EQ(topk_select_after_adding(residual.data(), x.data(), n, k, picked.data(), values.data()), k);
       ASSERT_EQ(picked, reference(sum, k)) << n;
+      auto unsent = sum;
+      for (std::size_t j = 0; j < k; ++j) {
+        ASSERT_EQ(values[j], sum[picked[j]]) << n;
+        unsent[picked[j]] = 0.0f;
+      }
+      ASSERT_EQ(residual, unsent) << n;
     }
   });
 }
