@@ -13,9 +13,6 @@ using factory_fn = std::unique_ptr<algorithm>(collective_io& io, const collectiv
 /// Latency path: every rank sends its whole (small) buffer to every other
 /// rank and reduces all contributions locally, in rank order.
 factory_fn make_allreduce_oneshot;
-/// The same within groups of up to 4 ranks, in rounds (16 ranks: 2 rounds
-/// of 3 peers).
-factory_fn make_allreduce_knomial;
 /// 2 ranks: both send everything at once, reduce as chunks land.
 factory_fn make_allreduce_direct;
 /// Chunk-pipelined ring: reduce-scatter then allgather.

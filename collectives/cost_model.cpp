@@ -16,13 +16,6 @@ int floor_log2(int p) {
   return l;
 }
 
-int smallest_factor(int q) {
-  int f = 2;
-  while (q % f != 0)
-    ++f;
-  return f;
-}
-
 int ceil_log2(int p) {
   int l = 0;
   while ((1 << l) < p)
@@ -110,16 +103,6 @@ cost_estimate predict(op_kind kind, const std::string& algorithm, int p, double 
                      + 2 * butterfly(l, [&](int r) { return n / (2 << (l - 1 - r)); }, [](int) { return 0.0; }, c)
                      + (1.0 - 1.0 / (1 << l)) * n * c.gamma,
                    "2·log2(p)·α + 2(p-1)/p·nβ + (p-1)/p·nγ");
-      if (algorithm == "knomial") {
-        // One round per radix r (collectives/allreduce_knomial.cpp): r-1
-        // whole vectors out through the port, r-1 reduced.
-        double t = 0;
-        for (int q = p, r; q > 1; q /= r) {
-          r = q % 4 == 0 ? 4 : smallest_factor(q);
-          t += c.alpha + (r - 1) * n * (c.ranks_per_host >= p ? c.host_beta : c.beta) + (r - 1) * n * c.gamma;
-        }
-        return est(t, "Σ over radices r (α + (r-1)nβ + (r-1)nγ), r = 4 while it divides p");
-      }
       if (algorithm == "oneshot" || algorithm == "direct")
         // Every rank sends its whole vector to every other: (p-1)n through
         // its port.

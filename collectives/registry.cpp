@@ -71,7 +71,6 @@ void register_builtin_algorithms() {
     // Step programs carry compressed payloads (collectives/step_executor.cpp).
     const algorithm_limits program{1, 1 << 30, true};
     register_algorithm(op_kind::allreduce, "oneshot", make_allreduce_oneshot);
-    register_algorithm(op_kind::allreduce, "knomial", make_allreduce_knomial);
     register_algorithm(op_kind::allreduce, "direct", make_allreduce_direct, {2, 2});
     register_algorithm(op_kind::allreduce, "ring", make_allreduce_ring);
     register_algorithm(op_kind::allreduce, "rd", make_allreduce_rd, program);

@@ -572,7 +572,6 @@ const algo_config configs[] = {
   {"rd", "allreduce=rd;broadcast=chain;reduce=ring;allgather=rd;reduce_scatter=rd", flat_ops},
   {"rabenseifner", "allreduce=rabenseifner;broadcast=scatter_allgather", allreduce_ops | broadcast_ops},
   {"oneshot", "allreduce=oneshot", allreduce_ops},
-  {"knomial", "allreduce=knomial", allreduce_ops},
   {"direct", "allreduce=direct", allreduce_ops},
   {"bidir_ring", "allreduce=bidir_ring;allgather=bidir_ring", allreduce_ops | allgather_ops},
   // Two hosts, ranks alternating (3 ranks: 2 + 1, so one rank folds in).
