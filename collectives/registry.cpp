@@ -137,8 +137,11 @@ std::string default_algorithm(op_kind kind, std::size_t bytes, int world, const 
       if (world <= 4) {
         // n-1 copies are cheap while n is small; log2(n) rounds win up to
         // about 1 MiB; then bandwidth: halving-doubling on powers of two,
-        // the ring otherwise (it won at 3 ranks).
-        if (small)
+        // the ring otherwise (it won at 3 ranks). At 4 ranks from 16 KiB the
+        // three copies cost more than a second round, over TCP and shared
+        // memory alike (64 KiB: 62.6 vs 81.0 us and 56.8 vs 75.0 us;
+        // bench/RESULTS.md, "Small allreduces on 16 cores").
+        if (small && (world < 4 || bytes < 16 * KiB))
           return "oneshot";
         if (bytes <= MiB)
           return "rd";

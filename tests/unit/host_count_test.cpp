@@ -84,3 +84,13 @@ TEST(DefaultAlgorithm, HostAwareOnesAcrossHostsWithSeveralRanksOnSomeAbove16K) {
   }
   EXPECT_NE(mccl::default_algorithm(op_kind::reduce, 64 * MiB, 4, two_hosts), "hier");
 }
+
+TEST(DefaultAlgorithm, SmallAllreducesTakeOneShotExceptFromSixteenKiBOnFourRanks) {
+  mccl::config one_host;
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::allreduce, 4, 4, one_host), "oneshot");
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::allreduce, 16 * 1024 - 1, 4, one_host), "oneshot");
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::allreduce, 16 * 1024, 4, one_host), "rd");
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::allreduce, 64 * 1024, 4, one_host), "rd");
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::allreduce, 64 * 1024, 3, one_host), "oneshot");
+  EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::allreduce, 64 * 1024, 2, one_host), "oneshot");
+}

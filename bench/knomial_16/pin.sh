@@ -1,0 +1,2 @@
+#!/bin/bash
+exec taskset -c "$RANK" "$@"
