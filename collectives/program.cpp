@@ -435,9 +435,11 @@ program scatter_allgather_broadcast(int rank, int world, int root) {
     add_spans(prog, depth - 1 - lowest_bit(c), xfer_kind::send, child,
               label_spans(c, subtree_end(c, world), root, world));
   }
-  // Every rank now holds its own block; the ring completes the rest.
+  // Every rank now holds its own block; the ring completes the rest, once
+  // this rank's scatter forwards have left.
   ring_allgather_steps(prog, rank, world, depth);
   pad(prog, depth + world - 1);
+  prog.sends_first_until = depth;
   return prog;
 }
 

@@ -240,6 +240,8 @@ private:
     };
     // The receives of this rank's latest step that had any (program::rounds).
     std::vector<uint32_t> earlier_recvs;
+    // Sends of the steps before program::sends_first_until.
+    std::vector<uint32_t> first_sends;
     std::size_t i = 0;
     while (i < items_.size()) {
       auto step = items_[i].step;
@@ -262,7 +264,11 @@ private:
             if (!fed) // data held since before the previous round: wait for it
               deps.insert(deps.end(), earlier_recvs.begin(), earlier_recvs.end());
           }
+          if (step >= static_cast<uint32_t>(prog_.sends_first_until))
+            deps.insert(deps.end(), first_sends.begin(), first_sends.end());
           link(static_cast<uint32_t>(j));
+          if (step < static_cast<uint32_t>(prog_.sends_first_until))
+            first_sends.push_back(static_cast<uint32_t>(j));
         }
       for (auto j = i; j < end; ++j)
         if (!items_[j].is_send) {

@@ -78,6 +78,12 @@ struct program {
   /// is how rings pipeline chunks across steps, and what measured faster on
   /// one host (bench/RESULTS.md, "Simulated worlds").
   bool rounds = false;
+  /// Sends of this step and later wait until every send of an earlier step
+  /// has left (0: none wait). Scatter-allgather broadcast: a rank's scatter
+  /// forwards are on the critical path of its whole subtree; its ring sends
+  /// started beside them take half of its port, slowing every rank below
+  /// (bench/RESULTS.md, "Simulated worlds").
+  int sends_first_until = 0;
 };
 
 /// How many transfer steps a program has (size of steps), for logs:

@@ -59,6 +59,7 @@ INSTANTIATE_TEST_SUITE_P(
   ::testing::Values(case_t{op_kind::allreduce, "ring", 64u << 20}, case_t{op_kind::allreduce, "rd", 64u << 10},
                     case_t{op_kind::allreduce, "rd", 4}, case_t{op_kind::allreduce, "rabenseifner", 64u << 20},
                     case_t{op_kind::broadcast, "tree", 64u << 20}, case_t{op_kind::broadcast, "chain", 64u << 20},
+                    case_t{op_kind::broadcast, "scatter_allgather", 64u << 20},
                     case_t{op_kind::allgather, "ring", 64u << 20}, case_t{op_kind::allgather, "rd", 64u << 20},
                     case_t{op_kind::reduce_scatter, "ring", 64u << 20},
                     case_t{op_kind::reduce_scatter, "rd", 64u << 10}, case_t{op_kind::reduce, "tree", 64u << 10}),
