@@ -229,6 +229,8 @@ void validate(const program& p, int rank, int world) {
   check_rank("validate", rank, world);
   if (p.blocks < 1)
     invalid("validate", "blocks must be >= 1, got " + std::to_string(p.blocks));
+  if (p.sends_first_until < 0)
+    invalid("validate", "sends_first_until must be >= 0, got " + std::to_string(p.sends_first_until));
   auto check_block = [&](const char* what, int b) {
     if (b < 0 || b >= p.blocks)
       invalid("validate", std::string(what) + " block " + std::to_string(b) + " is outside [0, "

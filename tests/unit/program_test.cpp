@@ -339,4 +339,7 @@ TEST(program, validate_rejects_what_one_rank_can_see) {
   bad = ok;
   bad.blocks = 0;
   EXPECT_THROW(validate(bad, 1, 4), mccl::error);
+  bad = ok;
+  bad.sends_first_until = -1;
+  EXPECT_THROW(validate(bad, 1, 4), mccl::error);
 }
