@@ -90,13 +90,14 @@ private:
     } else {
       topk_select(input, n_, k_, index, values);
     }
+    selected_ = true;
   }
 
-  /// Zeroes the output, which the pairs are then added into. Safe once
+  /// Zeroes the output, which the pairs are then added into; only once
   /// select() has copied this rank's pairs out (an in-place op's input is
   /// the output).
   void clear_output_once() {
-    if (output_cleared_)
+    if (output_cleared_ || !selected_)
       return;
     auto* out = static_cast<float*>(a_.op.recv);
     std::fill(out, out + n_, 0.0f);
@@ -144,6 +145,7 @@ private:
   std::size_t block_bytes_;
   scratch_buffer scratch_;
   std::unique_ptr<algorithm> inner_;
+  bool selected_ = false; ///< this rank's pairs are in the scratch block
   bool output_cleared_ = false;
 };
 
