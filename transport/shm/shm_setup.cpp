@@ -169,6 +169,20 @@ std::shared_ptr<shm_board> setup_board(const shm_setup_options& o, std::size_t b
   return std::make_shared<shm_board>(std::move(seg), o.world, o.rank, board_bytes);
 }
 
+/// Waits, a bounded time, until every rank has read the others' values.
+void await_every_read(const shm_setup_options& o) {
+  auto until = std::min(o.deadline, clock::now() + std::chrono::seconds(5));
+  for (int r = 0; r < o.world; ++r) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now());
+    try {
+      o.rendezvous->get(o.key_prefix + "host_read/" + std::to_string(r),
+                        std::max(left, std::chrono::milliseconds(1)));
+    } catch (const std::exception&) {
+      return; // a rank gone or slow: fail now with the mismatch
+    }
+  }
+}
+
 } // namespace
 
 std::string host_identity(const std::string& split) {
@@ -193,11 +207,17 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
                                                                 std::max(timeout, std::chrono::milliseconds(1))));
     result.hosts[r] = ranks[r].host;
   }
+  // Every rank has read every value before any fails on a mismatch: the
+  // rank serving the store takes it down when it fails, and a rank still
+  // reading would see "connection closed" instead of the mismatch.
+  o.rendezvous->set(o.key_prefix + "host_read/" + std::to_string(o.rank), "1");
   for (int r = 0; r < o.world; ++r) {
-    if (ranks[r].mode != o.mode)
+    if (ranks[r].mode != o.mode) {
+      await_every_read(o);
       throw error(errc::invalid_config, "MCCL_TRANSPORT differs between ranks: " + rank_name(o.rank) + " has "
                                           + o.mode + ", " + rank_name(r) + " has " + ranks[r].mode
                                           + "; set the same value on every rank");
+    }
   }
   // The board's size is the smallest any rank asks for (0: no board), so
   // every rank puts the same ops on it whatever its own settings.
