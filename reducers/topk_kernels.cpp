@@ -18,9 +18,9 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // One compare per vector; the indices (and values) of the lanes at or
-// above the threshold go to out_index (out_value), in order. With acc, the add of error feedback
-// happens in the same pass (one read of x and acc, one write of acc,
-// instead of two passes over memory).
+// above the threshold go to out_index (out_value), in order. With acc, the
+// add of error feedback happens in the same pass (one read of x and acc,
+// one write of acc, instead of two passes over memory).
 std::size_t SelectAtLeast(float* acc, const float* x, std::size_t n, float threshold, uint32_t base,
                           uint32_t* out_index, float* out_value) {
   const hn::ScalableTag<float> df;

@@ -82,8 +82,10 @@ process_group_mccl::process_group_mccl(const c10::intrusive_ptr<::c10d::Store>& 
 }
 
 process_group_mccl::~process_group_mccl() {
-  // Python drops the last reference holding the GIL; finalizing joins
-  // mccl's threads, and anything they free that Python owned takes the GIL.
+  // Python drops the last reference holding the GIL. Finalizing may wait
+  // (flushing to peers, joining mccl's threads), and Python's other threads
+  // must not stop meanwhile, nor an mccl thread that frees something
+  // Python owned and so needs the GIL.
   if (Py_IsInitialized() && PyGILState_Check()) {
     PyThreadState* unlocked = PyEval_SaveThread();
     shutdown();
