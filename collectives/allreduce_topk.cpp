@@ -58,6 +58,7 @@ public:
     inner_->on_sent(peer, step, chunk);
   }
   bool receives() const override { return inner_->receives(); }
+  bool next_senders(std::vector<int>& peers) const override { return inner_ && inner_->next_senders(peers); }
   std::string where() const override {
     return "top-" + std::to_string(k_) + " of " + std::to_string(n_) + ": " + inner_->where();
   }

@@ -42,6 +42,12 @@ public:
       io_.finish();
   }
 
+  bool next_senders(std::vector<int>& peers) const override {
+    if (round_ < rounds_.size())
+      peers.push_back(rounds_[round_].recv_from);
+    return true;
+  }
+
   std::string where() const override {
     if (round_ >= rounds_.size())
       return "dissemination barrier, all rounds done";

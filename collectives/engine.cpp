@@ -44,6 +44,7 @@ engine::engine(engine_options opts, std::vector<transport::connection_ptr> conns
   channels_.resize(static_cast<std::size_t>(opts_.world));
   matchers_.resize(static_cast<std::size_t>(opts_.world));
   queued_flag_.assign(static_cast<std::size_t>(opts_.world), 0);
+  awaited_.assign(static_cast<std::size_t>(opts_.world), 0);
   // The largest data frame a peer sends: a pipelining chunk, or a whole
   // small op on the latency path.
   auto max_payload = static_cast<uint32_t>(std::min<std::size_t>(
@@ -262,10 +263,16 @@ bool engine::progress(leadership&) {
 
 const std::vector<transport::channel*>& engine::channels_to_visit(clock::time_point now) {
   // With a few peers every channel is read (a read that finds nothing is
-  // as cheap as asking whether there is something). With more, one poll(2)
-  // over their sockets says which have bytes: at 16 ranks a pass otherwise
-  // made 15 reads, most finding nothing, on every round of a small op.
+  // as cheap as asking whether there is something). With more, a pass reads
+  // the links its ops wait on next (algorithm::next_senders) and asks
+  // poll(2) once which of the other sockets have bytes only every
+  // sweep_every passes, or on every pass while some op cannot say whom it
+  // waits on. At 16 ranks a pass otherwise made 15 reads, most finding
+  // nothing; and one poll over the 15 sockets per pass still cost about
+  // 1 us per round of a small op against reading the awaited link alone
+  // (bench/RESULTS.md, "16 ranks over TCP: reading the awaited link").
   constexpr std::size_t poll_from = 4;
+  constexpr int sweep_every = 16;
   visit_.clear();
   poll_fds_.clear();
   poll_of_.clear();
@@ -277,14 +284,19 @@ const std::vector<transport::channel*>& engine::channels_to_visit(clock::time_po
   }
   if (visit_.size() < poll_from)
     return visit_;
+  bool sweep = ++passes_since_sweep_ >= sweep_every || !mark_next_senders();
+  if (sweep)
+    passes_since_sweep_ = 0;
   std::size_t kept = 0;
   for (auto* c : visit_) {
     const auto& conn = *c->conn();
     int fd = conn.poll_fd_exact() ? conn.poll_fd() : -1;
-    if (fd < 0 || c->wants_write() || c->has_staged()) {
-      visit_[kept++] = c; // no exact descriptor to ask, or work of its own
+    if (fd < 0 || c->wants_write() || c->has_staged() || awaited_[static_cast<std::size_t>(c->peer())]) {
+      visit_[kept++] = c; // no exact descriptor to ask, work of its own, or awaited
       continue;
     }
+    if (!sweep)
+      continue;
     poll_fds_.push_back(pollfd{fd, POLLIN, 0});
     poll_of_.push_back(c);
   }
@@ -296,6 +308,24 @@ const std::vector<transport::channel*>& engine::channels_to_visit(clock::time_po
     if (n < 0 || poll_fds_[i].revents != 0) // a failed poll: read them all
       visit_.push_back(poll_of_[i]);
   return visit_;
+}
+
+bool engine::mark_next_senders() {
+  for (int peer : next_senders_)
+    awaited_[static_cast<std::size_t>(peer)] = 0;
+  next_senders_.clear();
+  if (ops_.empty())
+    return false; // nothing in flight: the next frame may come from anyone
+  bool known = true;
+  for (const auto& [id, op] : ops_)
+    if (!op->next_senders(next_senders_)) {
+      known = false;
+      break;
+    }
+  for (int peer : next_senders_)
+    if (peer >= 0 && peer < opts_.world)
+      awaited_[static_cast<std::size_t>(peer)] = 1;
+  return known;
 }
 
 bool engine::end_of_pass(clock::time_point now) {

@@ -244,6 +244,9 @@ private:
   /// of them, or with many peers those whose sockets poll(2) readable plus
   /// those with work of their own.
   const std::vector<transport::channel*>& channels_to_visit(clock::time_point now);
+  /// Marks in awaited_ the peers the ops in flight wait on next; false when
+  /// there are none in flight or one cannot tell.
+  bool mark_next_senders();
   /// The start of every pass: posted work. True when there was some.
   bool begin_pass(clock::time_point now);
   /// The end of every pass: a lost peer's grace period, health checks,
@@ -288,13 +291,16 @@ private:
   /// Peers whose channels got frames to send since progress_peers() last
   /// visited them (listed once: queued_flag_), or all of them after an
   /// abort queued one to every peer.
+  std::vector<int> queued_to_;
+  std::vector<char> queued_flag_;
+  bool queued_to_all_ = false;
   // channels_to_visit()'s scratch, kept to reuse its capacity.
   std::vector<transport::channel*> visit_;
   std::vector<struct pollfd> poll_fds_;
   std::vector<transport::channel*> poll_of_;
-  std::vector<int> queued_to_;
-  std::vector<char> queued_flag_;
-  bool queued_to_all_ = false;
+  std::vector<int> next_senders_; ///< as last marked in awaited_
+  std::vector<char> awaited_;     ///< by rank
+  int passes_since_sweep_ = 0;    ///< passes since every socket was polled
 
   // Leadership and posting.
   std::mutex lead_mutex_;

@@ -36,6 +36,20 @@ void op_session::start_op() {
     landing_->close_additions();
 }
 
+bool op_session::next_senders(std::vector<int>& peers) const {
+  if (reported_)
+    return true;
+  if (p2p() || !algo_ || acks_pending_ > 0)
+    return false;
+  if (finished_)
+    return true; // every chunk is in: only its own sends are left
+  try {
+    return algo_->next_senders(peers);
+  } catch (...) {
+    return false;
+  }
+}
+
 void op_session::deliver(transport::received_frame& c) {
   guarded([&] {
     if (!p2p()) {

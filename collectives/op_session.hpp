@@ -41,6 +41,10 @@ public:
   std::string describe_op() const;
   /// The algorithm's where(), guarded.
   std::string where() const;
+  /// Appends the peers this op waits on next (algorithm::next_senders);
+  /// false when it cannot tell (a point-to-point op, acks outstanding, an
+  /// algorithm that does not say).
+  bool next_senders(std::vector<int>& peers) const;
   /// Payload bytes sent so far (metrics: bytes on the wire).
   std::size_t payload_sent() const noexcept { return payload_sent_; }
 

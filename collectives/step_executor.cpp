@@ -1,11 +1,10 @@
 #include "collectives/step_executor.hpp"
 
-#include "collectives/chunking.hpp"
+#include "collectives/step_plan.hpp"
 #include "reducers/reduce.hpp"
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 #include <tuple>
 
 namespace mccl {
@@ -75,8 +74,10 @@ public:
       wire_elem_(dtype_size(wire_type_)) {
     if (!buf_.source)
       written_.mark(buf_.source_begin, buf_.source_begin + buf_.source_count);
-    build_chunks();
-    build_dependencies();
+    plan_ = compile_step_plan(a_, prog_, buf_.block_elems);
+    items_.reserve(plan_->items.size());
+    for (const auto& shape : plan_->items)
+      items_.emplace_back(shape);
   }
 
   void start() override {
@@ -88,13 +89,13 @@ public:
   }
 
   void on_chunk(const incoming_chunk& c) override {
-    auto k = recv_index_.find({c.step, c.peer, c.chunk});
-    if (k == recv_index_.end())
+    auto k = step_plan::find(plan_->recvs, {c.step, c.peer, c.chunk});
+    if (!k)
       return io_.fail(errc::protocol_error,
                       "unexpected chunk " + std::to_string(c.chunk) + " of step " + std::to_string(c.step)
                         + " from rank " + std::to_string(c.peer) + " (" + name_
                         + " has no such transfer; do all ranks pass the same count?)");
-    auto& it = items_[k->second];
+    auto& it = items_[*k];
     if (it.done || it.has_data)
       return io_.fail(errc::protocol_error, "duplicate chunk " + std::to_string(c.chunk) + " of step "
                                               + std::to_string(c.step) + " from rank "
@@ -108,20 +109,41 @@ public:
     it.data = c;
     it.has_data = true;
     if (it.pending == 0) {
-      ready_.push_back(k->second);
+      ready_.push_back(*k);
       drain();
     }
   }
 
   void on_sent(int peer, uint32_t step, uint32_t chunk) override {
-    auto k = send_index_.find({step, peer, chunk});
-    if (k == send_index_.end())
+    auto k = step_plan::find(plan_->sends, {step, peer, chunk});
+    if (!k)
       return;
-    complete_item(k->second);
+    complete_item(*k);
     drain();
   }
 
-  bool receives() const override { return !recv_index_.empty(); }
+  bool receives() const override { return !plan_->recvs.empty(); }
+
+  bool next_senders(std::vector<int>& peers) const override {
+    // Items are in step order and a receive, once in, stays in: the first
+    // outstanding one only moves forward.
+    auto outstanding = [](const item& it) { return !it.is_send && !it.done && !it.has_data; };
+    while (first_outstanding_recv_ < items_.size() && !outstanding(items_[first_outstanding_recv_]))
+      ++first_outstanding_recv_;
+    auto i = first_outstanding_recv_;
+    if (i == items_.size())
+      return true;
+    auto step = items_[i].step;
+    auto first = peers.size();
+    // A step of many chunks lists the peers of its first few: enough for
+    // the links that matter next, without a long scan on every pass.
+    auto end = std::min(items_.size(), i + 64);
+    for (; i < end && items_[i].step == step; ++i)
+      if (outstanding(items_[i])
+          && std::find(peers.begin() + static_cast<std::ptrdiff_t>(first), peers.end(), items_[i].peer) == peers.end())
+        peers.push_back(items_[i].peer);
+    return true;
+  }
 
   std::string where() const override {
     for (const auto& it : items_)
@@ -133,22 +155,14 @@ public:
   }
 
 private:
-  struct item {
-    bool is_send = false;
-    sched::xfer_kind kind = sched::xfer_kind::send;
-    uint32_t step = 0;
-    int peer = -1;
-    uint32_t wire_chunk = 0;      ///< chunk index on the wire for (step, pair)
-    std::size_t begin = 0;        ///< work elements
-    std::size_t count = 0;
-    int pending = 0;              ///< unmet dependencies
-    std::vector<uint32_t> dependents;
-    bool done = false;            ///< sent (left the buffer) / applied
+  /// A chunk of the plan and how far this op got with it.
+  struct item : step_item {
+    explicit item(const step_item& shape) : step_item(shape) {}
+    bool done = false;         ///< sent (left the buffer) / applied
     bool has_data = false;
     incoming_chunk data;
-    std::vector<uint8_t> wire;    ///< a compressed send's payload, until sent
+    std::vector<uint8_t> wire; ///< a compressed send's payload, until sent
   };
-  using key = std::tuple<uint32_t, int, uint32_t>; // step, peer, wire chunk
 
   /// A copying receive that depends on nothing would be applied the moment
   /// it arrives: no other transfer touches its range before it, so the link
@@ -160,135 +174,6 @@ private:
     for (const auto& it : items_)
       if (!it.is_send && it.kind == sched::xfer_kind::recv_copy && it.pending == 0 && it.count > 0)
         map->add(it.peer, it.step, it.wire_chunk, buf_.work + it.begin * elem_, it.count * elem_);
-  }
-
-  std::size_t work_elems() const {
-    std::size_t n = 0;
-    for (const auto& b : buf_.block_elems)
-      n = std::max(n, b.begin + b.count);
-    return n;
-  }
-
-  void build_chunks() {
-    std::map<std::tuple<uint32_t, int, bool>, uint32_t> next_id;
-    for (uint32_t s = 0; s < prog_.steps.size(); ++s)
-      for (const auto& x : prog_.steps[s].xfers) {
-        const auto& first = buf_.block_elems.at(static_cast<std::size_t>(x.first_block));
-        const auto& last =
-          buf_.block_elems.at(static_cast<std::size_t>(x.first_block + x.block_count - 1));
-        sched::range r{first.begin, last.begin + last.count - first.begin};
-        bool is_send = x.kind == sched::xfer_kind::send;
-        // Both ends of a transfer see the same block range, so they agree
-        // on its chunking.
-        auto chunk_elems = pipelined_chunk_elems(a_, r.count);
-        auto n = sched::chunk_count(r.count, chunk_elems);
-        for (std::size_t k = 0; k < n; ++k) {
-          auto c = sched::chunk_range(r, chunk_elems, k);
-          item it;
-          it.is_send = is_send;
-          it.kind = x.kind;
-          it.step = s;
-          it.peer = x.peer;
-          it.wire_chunk = next_id[{s, x.peer, is_send}]++;
-          it.begin = c.begin;
-          it.count = c.count;
-          auto index = static_cast<uint32_t>(items_.size());
-          (is_send ? send_index_ : recv_index_)[{s, x.peer, it.wire_chunk}] = index;
-          items_.push_back(std::move(it));
-        }
-      }
-  }
-
-  /// Dependencies from the program's semantics, found with one sweep over
-  /// the steps and a map of the buffer's segments: for each segment, the
-  /// receive that last wrote it and the sends that read it since.
-  void build_dependencies() {
-    struct segment {
-      std::size_t end;
-      int writer = -1;
-      std::vector<uint32_t> readers;
-    };
-    std::map<std::size_t, segment> segs;
-    segs.emplace(0, segment{std::max<std::size_t>(work_elems(), 1), -1, {}});
-    auto split = [&](std::size_t pos) {
-      auto i = segs.upper_bound(pos);
-      if (i == segs.begin())
-        return;
-      --i;
-      if (i->first == pos || i->second.end <= pos)
-        return;
-      segment tail = i->second;
-      i->second.end = pos;
-      segs.emplace(pos, std::move(tail));
-    };
-    auto visit = [&](const item& it, auto&& f) {
-      split(it.begin);
-      split(it.begin + it.count);
-      for (auto i = segs.find(it.begin); i != segs.end() && i->first < it.begin + it.count; ++i)
-        f(i->second);
-    };
-    std::vector<uint32_t> deps;
-    auto link = [&](uint32_t to) {
-      std::sort(deps.begin(), deps.end());
-      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-      for (auto d : deps)
-        if (d != to) {
-          items_[d].dependents.push_back(to);
-          ++items_[to].pending;
-        }
-      deps.clear();
-    };
-    // The receives of this rank's latest step that had any (program::rounds).
-    std::vector<uint32_t> earlier_recvs;
-    // Sends of the steps before program::sends_first_until.
-    std::vector<uint32_t> first_sends;
-    std::size_t i = 0;
-    while (i < items_.size()) {
-      auto step = items_[i].step;
-      std::size_t end = i;
-      while (end < items_.size() && items_[end].step == step)
-        ++end;
-      // Sends of a step read the state before the step's receives.
-      for (auto j = i; j < end; ++j)
-        if (items_[j].is_send) {
-          visit(items_[j], [&](segment& s) {
-            if (s.writer >= 0)
-              deps.push_back(static_cast<uint32_t>(s.writer));
-            s.readers.push_back(static_cast<uint32_t>(j));
-          });
-          if (prog_.rounds && !earlier_recvs.empty()) {
-            auto prev = items_[earlier_recvs.front()].step;
-            bool fed = std::any_of(deps.begin(), deps.end(), [&](uint32_t d) {
-              return !items_[d].is_send && items_[d].step == prev;
-            });
-            if (!fed) // data held since before the previous round: wait for it
-              deps.insert(deps.end(), earlier_recvs.begin(), earlier_recvs.end());
-          }
-          if (step >= static_cast<uint32_t>(prog_.sends_first_until))
-            deps.insert(deps.end(), first_sends.begin(), first_sends.end());
-          link(static_cast<uint32_t>(j));
-          if (step < static_cast<uint32_t>(prog_.sends_first_until))
-            first_sends.push_back(static_cast<uint32_t>(j));
-        }
-      for (auto j = i; j < end; ++j)
-        if (!items_[j].is_send) {
-          visit(items_[j], [&](segment& s) {
-            if (s.writer >= 0)
-              deps.push_back(static_cast<uint32_t>(s.writer));
-            deps.insert(deps.end(), s.readers.begin(), s.readers.end());
-            s.writer = static_cast<int>(j);
-            s.readers.clear();
-          });
-          link(static_cast<uint32_t>(j));
-        }
-      std::vector<uint32_t> recvs;
-      for (auto j = i; j < end; ++j)
-        if (!items_[j].is_send)
-          recvs.push_back(static_cast<uint32_t>(j));
-      if (!recvs.empty())
-        earlier_recvs = std::move(recvs);
-      i = end;
-    }
   }
 
   /// Makes [a, b) of the working buffer hold data, copying unwritten parts
@@ -394,7 +279,8 @@ private:
     it.done = true;
     it.wire = {}; // a compressed send's payload has left
     ++done_;
-    for (auto d : it.dependents) {
+    for (auto k = it.dependents_begin; k < it.dependents_end; ++k) {
+      auto d = plan_->dependents[k];
       auto& dep = items_[d];
       if (--dep.pending == 0 && (dep.is_send || dep.has_data))
         ready_.push_back(d);
@@ -404,9 +290,11 @@ private:
   /// Runs everything that became ready, iteratively (a long pipeline would
   /// otherwise recurse once per chunk).
   void drain() {
-    while (!ready_.empty()) {
-      auto index = ready_.front();
-      ready_.pop_front();
+    // A queue in a vector (a deque allocates on construction, once per
+    // op); the head is a member, so a drain() reached from inside this one
+    // (a send reported sent at once) goes on where this one stands.
+    while (ready_head_ < ready_.size()) {
+      auto index = ready_[ready_head_++];
       auto& it = items_[index];
       if (it.is_send) {
         issue(it); // done once the link reports it sent
@@ -415,6 +303,8 @@ private:
         complete_item(index);
       }
     }
+    ready_.clear();
+    ready_head_ = 0;
     if (done_ == items_.size() && !finished_)
       finish();
   }
@@ -451,11 +341,12 @@ private:
   std::size_t elem_;
   dtype wire_type_;
   std::size_t wire_elem_;
-  std::vector<item> items_;
-  std::map<key, uint32_t> send_index_;
-  std::map<key, uint32_t> recv_index_;
+  std::shared_ptr<const step_plan> plan_;
+  std::vector<item> items_; ///< plan_->items, with this op's progress
+  mutable std::size_t first_outstanding_recv_ = 0; ///< next_senders()' cursor
   written_set written_;
-  std::deque<uint32_t> ready_;
+  std::vector<uint32_t> ready_; ///< items to run, in order, from ready_head_ (drain())
+  std::size_t ready_head_ = 0;
   std::size_t done_ = 0;
   bool finished_ = false;
 };

@@ -213,6 +213,15 @@ public:
   /// an error on every rank, not only on the receivers.
   virtual bool receives() const { return true; }
 
+  /// Appends the ranks whose chunks this rank waits for next (those of its
+  /// earliest step still missing some), and returns true; false when the
+  /// algorithm cannot tell. An engine with many peers then reads those
+  /// links directly and looks at the others only now and then, instead of
+  /// asking the kernel about every link on every pass. Frames from other
+  /// peers still arrive, a little later: listing too few peers costs
+  /// latency, never correctness.
+  virtual bool next_senders(std::vector<int>& /*peers*/) const { return false; }
+
   /// Where the state machine stands, for error messages:
   /// "step 3 of 6 (reduce-scatter), waiting on rank 2".
   virtual std::string where() const = 0;

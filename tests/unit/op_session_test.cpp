@@ -84,3 +84,78 @@ TEST(OpSession, ACopyOfAChunkAfterTheAlgorithmFinishedFailsTheOpNamingIt) {
   s.frame_sent(1, 0, 0);
   EXPECT_EQ(s.reports, 1) << "the outcome is reported once";
 }
+
+// An engine with many peers reads the links its ops wait on next
+// (algorithm::next_senders): recursive doubling names one partner per
+// round, in order, then no one once every chunk is in.
+TEST(OpSession, NextSendersFollowRecursiveDoublingRoundByRound) {
+  float in = 5.0f, out = 0.0f;
+  collective_args a;
+  a.rank = 5;
+  a.world = 8;
+  a.op.kind = op_kind::allreduce;
+  a.op.send = &in;
+  a.op.recv = &out;
+  a.op.count = 1;
+  a.op.seq = 3;
+  recording_session s(a, 7, "rd", builtin::make_allreduce_rd);
+  s.start_op();
+  // Round k's partner is 5 xor 2^k; it sends the sum of its half so far.
+  const int partner[] = {4, 7, 1};
+  const float partial[] = {4.0f, 6.0f + 7.0f, 0.0f + 1.0f + 2.0f + 3.0f};
+  for (int round = 0; round < 3; ++round) {
+    std::vector<int> next;
+    ASSERT_TRUE(s.next_senders(next));
+    EXPECT_EQ(next, std::vector<int>{partner[round]}) << "round " << round;
+    ASSERT_EQ(s.emitted.size(), static_cast<std::size_t>(round + 1));
+    s.frame_sent(partner[round], s.emitted.back().step, s.emitted.back().chunk);
+    auto f = frame_from(partner[round], s.emitted.back(), partial[round]);
+    s.deliver(f);
+  }
+  std::vector<int> next;
+  EXPECT_TRUE(s.next_senders(next));
+  EXPECT_TRUE(next.empty()) << "every chunk is in";
+  EXPECT_EQ(out, 28.0f);
+  EXPECT_EQ(s.reports, 1);
+  EXPECT_EQ(s.code, errc::none) << s.message;
+}
+
+TEST(OpSession, NextSendersOfTheDisseminationBarrierIsEachRoundsSender) {
+  collective_args a;
+  a.rank = 2;
+  a.world = 8;
+  a.op.kind = op_kind::barrier;
+  a.op.seq = 4;
+  recording_session s(a, 7, "dissemination", builtin::make_barrier_dissemination);
+  s.start_op();
+  const int sender[] = {1, 0, 6}; // 2 - 2^k, modulo 8
+  for (int round = 0; round < 3; ++round) {
+    std::vector<int> next;
+    ASSERT_TRUE(s.next_senders(next));
+    EXPECT_EQ(next, std::vector<int>{sender[round]}) << "round " << round;
+    transport::received_frame f;
+    f.peer = sender[round];
+    f.header = s.emitted.back();
+    f.header.flags = 0;
+    s.deliver(f);
+  }
+  EXPECT_FALSE(s.reports == 1 && s.code != errc::none) << s.message;
+  std::vector<int> next;
+  EXPECT_TRUE(s.next_senders(next));
+  EXPECT_TRUE(next.empty());
+}
+
+TEST(OpSession, AnAlgorithmThatDoesNotSayLeavesNextSendersUnknown) {
+  float in = 1.0f, out = 0.0f;
+  collective_args a;
+  a.rank = 0;
+  a.world = 4;
+  a.op.kind = op_kind::allreduce;
+  a.op.send = &in;
+  a.op.recv = &out;
+  a.op.count = 1;
+  recording_session s(a, 7, "oneshot", builtin::make_allreduce_oneshot);
+  s.start_op();
+  std::vector<int> next;
+  EXPECT_FALSE(s.next_senders(next)) << "the one-shot exchange does not implement it: every link is watched";
+}
