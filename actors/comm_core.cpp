@@ -30,7 +30,16 @@ std::shared_ptr<comm_core> comm_core::create(comm_core_init init) {
   return core;
 }
 
+int comm_core::ranks_on_this_host() const {
+  const auto& host_of = init_.cfg.host_of;
+  if (host_of.size() != static_cast<std::size_t>(init_.world))
+    return init_.world; // not known: count every rank
+  auto mine = host_of[static_cast<std::size_t>(init_.rank)];
+  return static_cast<int>(std::count(host_of.begin(), host_of.end(), mine));
+}
+
 comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
+  init_.cfg.spin = resolved_spin(init_.cfg.spin, ranks_on_this_host());
   flight_ = std::make_shared<flight_recorder>(init_.cfg.flight_recorder);
   if (!init_.cfg.trace.empty())
     trace_ = std::make_shared<trace_recorder>(init_.cfg.trace, init_.rank, init_.comm_id);

@@ -126,6 +126,9 @@ public:
 
 private:
   explicit comm_core(comm_core_init init);
+  /// This host's ranks of the communicator, this one included (all of
+  /// them when the host of each is not known).
+  int ranks_on_this_host() const;
   /// True when `op` runs on the host board (and not in the engine).
   bool takes_board(const op_request& op) const;
   /// Runs a board op on this thread to its end (comm_core_board.cpp).

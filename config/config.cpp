@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -434,11 +435,11 @@ const setting_def setting_table[] = {
    [](config& cfg, const std::string& text) {
      cfg.worker_threads = static_cast<int>(parse_int(text, 0, 256));
    }},
-  {"MCCL_SPIN_US", "200", "an integer number of microseconds between 0 and 1000000",
+  {"MCCL_SPIN_US", "auto", "auto, or an integer number of microseconds between 0 and 1000000",
    "How long a thread that moves an op polls without traffic before sleeping until a "
-   "connection is ready.",
+   "connection is ready; auto: 2000 when every rank on this host has a core, else 200.",
    [](config& cfg, const std::string& text) {
-     cfg.spin = std::chrono::microseconds{parse_int(text, 0, 1000000)};
+     cfg.spin = text == "auto" ? spin_auto : std::chrono::microseconds{parse_int(text, 0, 1000000)};
    }},
   {"MCCL_FLIGHT_RECORDER", "64", "an integer number of ops between 0 and 100000 (0 = off)",
    "How many of the latest ops each communicator remembers and logs at ERROR when it aborts or times out.",
@@ -709,6 +710,16 @@ config resolve_config(const config_overrides& overrides, const environment& env)
   return cfg;
 }
 
+std::chrono::microseconds resolved_spin(std::chrono::microseconds spin, int local_ranks) {
+  if (spin != spin_auto)
+    return spin;
+  cpu_set_t usable;
+  int cores = ::sched_getaffinity(0, sizeof usable, &usable) == 0 ? CPU_COUNT(&usable)
+                                                                  : static_cast<int>(std::thread::hardware_concurrency());
+  using namespace std::chrono_literals;
+  return local_ranks <= cores ? 2000us : 200us;
+}
+
 std::string format_byte_size(std::size_t bytes) {
   if (bytes != 0) {
     static constexpr std::pair<std::size_t, char> units[] = {{gib, 'G'}, {mib, 'M'}, {kib, 'K'}};
@@ -758,7 +769,7 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_COMPRESSION") return to_string(cfg.compression);
     if (name == "MCCL_TOPK_RATIO") return format_real(cfg.topk_ratio);
     if (name == "MCCL_WORKER_THREADS") return std::to_string(cfg.worker_threads);
-    if (name == "MCCL_SPIN_US") return std::to_string(cfg.spin.count());
+    if (name == "MCCL_SPIN_US") return cfg.spin == spin_auto ? "auto" : std::to_string(cfg.spin.count());
     if (name == "MCCL_FLIGHT_RECORDER") return std::to_string(cfg.flight_recorder);
     if (name == "MCCL_FAST_MATH") return cfg.fast_math ? "1" : "0";
     if (name == "MCCL_GPU_THRESHOLD") return format_byte_size(cfg.gpu_threshold);

@@ -63,6 +63,9 @@ const std::vector<setting_info>& all_settings();
 /// Upper bound of MCCL_SOCKETS_PER_PEER (and of the sockets "auto" opens).
 constexpr int max_sockets_per_peer = 16;
 
+/// config::spin's value for MCCL_SPIN_US=auto.
+inline constexpr std::chrono::microseconds spin_auto{-1};
+
 /// Fully resolved runtime settings. A default-constructed config holds the
 /// defaults of the default link profile; resolve_config() is the validated
 /// way to build one.
@@ -140,8 +143,10 @@ struct config {
   double topk_ratio = 0.01;
   /// CAF scheduler threads; 0 in input means auto, resolved to >= 1.
   int worker_threads = 0;
-  /// How long a thread moving an op polls (yielding) before it sleeps.
-  std::chrono::microseconds spin{200};
+  /// How long a thread moving an op polls (yielding) before it sleeps;
+  /// spin_auto (MCCL_SPIN_US=auto, the default) until the communicator
+  /// knows how many of its ranks share this host (resolved_spin).
+  std::chrono::microseconds spin = spin_auto;
   /// Ops kept per communicator by the flight recorder; 0 = off.
   std::size_t flight_recorder = 64;
   /// MCCL_FAST_MATH, MCCL_GPU_THRESHOLD, MCCL_SHADER_PATH: settings of the
@@ -220,5 +225,15 @@ std::optional<std::size_t> parse_byte_size(const std::string& text);
 
 /// Shortest exact spelling parse_byte_size() reads back: "1M", "4097".
 std::string format_byte_size(std::size_t bytes);
+
+/// The polling time of a rank whose host runs `local_ranks` ranks of its
+/// communicator (itself included): `spin` when set, else (spin_auto) 2000 us
+/// when this process may use at least that many cores, 200 us when ranks
+/// outnumber them. Where every rank has a core, a rank that slept costs its
+/// partners a wake-up (tens to hundreds of microseconds on VMs); they too
+/// then wait past a short spin and sleep, and the job stays in that slow mode
+/// (16 ranks on 16 cores: 3 of 6 runs at 200 us, none at 2000 us). Where
+/// ranks share cores, long polling takes the core from the peer it waits for.
+std::chrono::microseconds resolved_spin(std::chrono::microseconds spin, int local_ranks);
 
 } // namespace mccl

@@ -98,7 +98,7 @@ TEST(ConfigSettings, DocumentedDefaults) {
   EXPECT_EQ(info_of("MCCL_COMPRESSION").default_value, "none");
   EXPECT_EQ(info_of("MCCL_TOPK_RATIO").default_value, "0.01");
   EXPECT_EQ(info_of("MCCL_WORKER_THREADS").default_value, "0");
-  EXPECT_EQ(info_of("MCCL_SPIN_US").default_value, "200");
+  EXPECT_EQ(info_of("MCCL_SPIN_US").default_value, "auto");
   EXPECT_EQ(info_of("MCCL_JOB_TOKEN").default_value, "");
 }
 
@@ -174,7 +174,7 @@ TEST(ConfigDefaults, EveryVariable) {
   EXPECT_EQ(cfg.compression, compression_kind::none);
   EXPECT_DOUBLE_EQ(cfg.topk_ratio, 0.01);
   EXPECT_EQ(cfg.worker_threads, auto_worker_threads());
-  EXPECT_EQ(cfg.spin, 200us);
+  EXPECT_EQ(cfg.spin, spin_auto);
   EXPECT_EQ(cfg.job_token, "");
   ASSERT_EQ(cfg.sources.size(), expected_names.size());
   for (const auto& name : expected_names)
@@ -349,9 +349,19 @@ TEST(ConfigEnv, WorkerThreads) {
 }
 
 TEST(ConfigEnv, SpinUs) {
+  EXPECT_EQ(resolve_env({{"MCCL_SPIN_US", "auto"}}).spin, spin_auto);
   EXPECT_EQ(resolve_env({{"MCCL_SPIN_US", "0"}}).spin, 0us);
   EXPECT_EQ(resolve_env({{"MCCL_SPIN_US", "200"}}).spin, 200us);
   EXPECT_EQ(resolve_env({{"MCCL_SPIN_US", "1000000"}}).spin, 1000000us);
+}
+
+// auto: long polling where every rank of the host has a core, short where
+// ranks share cores; a number is kept as it is.
+TEST(ConfigSpin, AutoPollsLongerWhereEveryRankHasACore) {
+  EXPECT_EQ(resolved_spin(spin_auto, 1), 2000us) << "one rank always has a core";
+  EXPECT_EQ(resolved_spin(spin_auto, 1 << 20), 200us) << "more ranks than any machine's cores";
+  EXPECT_EQ(resolved_spin(0us, 1), 0us);
+  EXPECT_EQ(resolved_spin(700us, 1 << 20), 700us);
 }
 
 TEST(ConfigEnv, FlightRecorder) {
