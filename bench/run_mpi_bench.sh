@@ -11,10 +11,12 @@
 #        --mca oob_tcp_if_include lo
 #   sm   shared memory: --mca btl "vader,self" --mca oob_tcp_if_include lo
 # Both pin the ob1 PML (--mca pml ob1), so the BTL chosen above carries the
-# data even where UCX would otherwise take over. Every run also gets
-# --oversubscribe --bind-to none (more ranks than cores, no pinning: the same
-# conditions as mcclrun), --allow-run-as-root when run as root, and
-# --variant VARIANT for mpi-bench's JSON records.
+# data even where UCX would otherwise take over. The ranks are placed as
+# mcclrun places its own (--bind-to auto): with at least as many CPUs as
+# ranks (nproc), each gets an equal, disjoint share (--map-by slot:PE=K
+# --bind-to core, K = CPUs / N); with more ranks than CPUs, none is bound
+# (--oversubscribe --bind-to none). Every run also gets --allow-run-as-root
+# when run as root, and --variant VARIANT for mpi-bench's JSON records.
 #
 # Settings (environment):
 #   BUILD_DIR        default <repo>/build (needs bench/mpi-bench built there)
@@ -102,10 +104,17 @@ on_signal() {
 }
 trap on_signal INT TERM HUP
 
+CPUS=$(nproc)
+if (( N <= CPUS )); then
+  PLACE=(--map-by "slot:PE=$(( CPUS / N ))" --bind-to core)
+else
+  PLACE=(--oversubscribe --bind-to none)
+fi
+
 # timeout runs in the background (so the traps above run at once) with its own
 # process group; mpirun reads no stdin.
 MPI_BENCH_RUN_ID="$RUN_ID" timeout -k 10 "$LIMIT" \
-  mpirun "${ROOT_ARGS[@]}" -n "$N" --oversubscribe --bind-to none "${TRANSPORT[@]}" \
+  mpirun "${ROOT_ARGS[@]}" -n "$N" "${PLACE[@]}" "${TRANSPORT[@]}" \
     -x MPI_BENCH_RUN_ID "${EXTRA[@]}" "$BENCH" --variant "$VARIANT" "$@" </dev/null &
 RUN_PID=$!
 wait "$RUN_PID"

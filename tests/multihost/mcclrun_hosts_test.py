@@ -318,9 +318,9 @@ class MlxHostfileTest(unittest.TestCase):
         result = mcclrun("--hostfile", path, "--ssh", SSH, "--master-port", "29999", "--verbose",
                          "--", PYTHON, "-c", MLX_DUMP)
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertIn("mcclrun: rank 0 on this machine:", result.stderr)
+        self.assertRegex(result.stderr, r"mcclrun: rank 0 on this machine(, CPUs [0-9,-]+)?:")
         self.assertIn("mcclrun: rank 1 on 10.9.0.2 (via", result.stderr)
-        self.assertIn("mcclrun: rank 2 on this machine:", result.stderr)
+        self.assertRegex(result.stderr, r"mcclrun: rank 2 on this machine(, CPUs [0-9,-]+)?:")
         self.assertIn("mcclrun: rank 3 on 10.9.0.2 (via", result.stderr)
         ranks = rank_json(result.stdout)
         expected = {0: ("0", "127.0.0.1"), 1: ("0", "10.9.0.2,10.9.1.2"),
@@ -345,7 +345,7 @@ class MlxHostfileTest(unittest.TestCase):
         result = mcclrun("--hostfile", path, "--ssh", "/nonexistent/ssh", "--verbose",
                          "--", PYTHON, "-c", MLX_DUMP)
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertIn("mcclrun: rank 1 on this machine:", result.stderr)
+        self.assertRegex(result.stderr, r"mcclrun: rank 1 on this machine(, CPUs [0-9,-]+)?:")
         ranks = rank_json(result.stdout)
         self.assertEqual(ranks[1]["MCCL_LISTEN_ADDR"], address)
         self.assertEqual(ranks[1]["MASTER_ADDR"], address)

@@ -161,6 +161,67 @@ class EnvironmentTest(unittest.TestCase):
         self.assertEqual(sorted(result.stdout.splitlines()), ["[0] 0", "[1] 0"])
 
 
+class BindingTest(unittest.TestCase):
+    """--bind-to: by default the ranks here get equal, disjoint shares of the
+    CPUs mcclrun may use (when there are enough); none leaves them all."""
+
+    CODE = "import json, os; print(json.dumps(sorted(os.sched_getaffinity(0))))"
+
+    def cpus_of_ranks(self, n, *options, usable=None):
+        # Run under a chosen affinity, so the test means the same on any machine.
+        preexec = (lambda: os.sched_setaffinity(0, usable)) if usable else None
+        start = time.monotonic()
+        result = subprocess.run(
+            [PYTHON, MCCLRUN, "-n", str(n), *options, "--", *python_rank(self.CODE)],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CALL_TIMEOUT,
+            preexec_fn=preexec)
+        self.assertLess(time.monotonic() - start, CALL_TIMEOUT)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        cpus = {}
+        for line in result.stdout.splitlines():
+            match = re.fullmatch(r"\[(\d+)\] (\[.*\])", line)
+            self.assertIsNotNone(match, f"unexpected line {line!r}")
+            cpus[int(match.group(1))] = json.loads(match.group(2))
+        self.assertEqual(sorted(cpus), list(range(n)))
+        return cpus
+
+    def test_ranks_get_disjoint_equal_shares(self):
+        usable = sorted(os.sched_getaffinity(0))
+        n = 2 if len(usable) >= 2 else 1
+        cpus = self.cpus_of_ranks(n)
+        share = len(usable) // n
+        self.assertEqual(cpus[0], usable[:share])
+        if n == 2:
+            self.assertEqual(cpus[1], usable[share:2 * share])
+
+    def test_one_rank_per_cpu_when_they_are_as_many(self):
+        usable = sorted(os.sched_getaffinity(0))
+        if len(usable) < 2:
+            self.skipTest(f"needs 2 CPUs, this process may use {len(usable)}")
+        cpus = self.cpus_of_ranks(2, usable=usable[:2])
+        self.assertEqual(cpus, {0: [usable[0]], 1: [usable[1]]})
+
+    def test_more_ranks_than_cpus_are_not_bound(self):
+        usable = sorted(os.sched_getaffinity(0))
+        cpus = self.cpus_of_ranks(2, usable=usable[:1])
+        self.assertEqual(cpus, {0: usable[:1], 1: usable[:1]})
+        cpus = self.cpus_of_ranks(len(usable) + 1)
+        self.assertTrue(all(c == usable for c in cpus.values()), cpus)
+
+    def test_none_leaves_every_cpu(self):
+        usable = sorted(os.sched_getaffinity(0))
+        cpus = self.cpus_of_ranks(2, "--bind-to", "none")
+        self.assertEqual(cpus, {0: usable, 1: usable})
+
+    def test_verbose_names_the_cpus(self):
+        usable = sorted(os.sched_getaffinity(0))
+        if len(usable) < 2:
+            self.skipTest(f"needs 2 CPUs, this process may use {len(usable)}")
+        result, _ = mcclrun("-n", "2", "--verbose", "--", "true")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(f"rank 1 on this machine, CPUs {usable[len(usable) // 2]}", result.stderr)
+
+
 class OutputTest(unittest.TestCase):
     LINES = 300
     PAYLOAD = "x" * 300
