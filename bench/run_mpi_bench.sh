@@ -11,17 +11,21 @@
 #        --mca oob_tcp_if_include lo
 #   sm   shared memory: --mca btl "vader,self" --mca oob_tcp_if_include lo
 # Both pin the ob1 PML (--mca pml ob1), so the BTL chosen above carries the
-# data even where UCX would otherwise take over. The ranks are placed as
-# mcclrun places its own (--bind-to auto): with at least as many CPUs as
-# ranks (nproc), each gets an equal, disjoint share (--map-by slot:PE=K
-# --bind-to core, K = CPUs / N); with more ranks than CPUs, none is bound
-# (--oversubscribe --bind-to none). Every run also gets --allow-run-as-root
-# when run as root, and --variant VARIANT for mpi-bench's JSON records.
+# data even where UCX would otherwise take over. The ranks are not bound
+# (--oversubscribe --bind-to none), unless MPI_BIND=share: then, with at
+# least as many CPUs as ranks (nproc), each gets an equal, disjoint share, as
+# mcclrun --bind-to auto gives mccl's ranks (--map-by slot:PE=K --bind-to
+# core, K = CPUs / N). On the 16-core machine the two measured alike within
+# the spread of runs (bench/RESULTS.md, "Scaling on 16 cores"); comparisons
+# leave Open MPI unbound, as mpirun leaves more than 2 ranks on one socket.
+# Every run also gets --allow-run-as-root when run as root, and --variant
+# VARIANT for mpi-bench's JSON records.
 #
 # Settings (environment):
 #   BUILD_DIR        default <repo>/build (needs bench/mpi-bench built there)
 #   MPI_BENCH        the mpi-bench binary, default $BUILD_DIR/bench/mpi-bench
 #   MPI_BENCH_TIMEOUT  seconds before the run is killed, default 600
+#   MPI_BIND         none (default) or share (see above)
 #   MPIRUN_ARGS      further mpirun arguments, e.g. "--mca coll_tuned_use_dynamic_rules 1
 #                    --mca coll_tuned_allreduce_algorithm 4" (mpi-bench's
 #                    algorithm column then lists the coll parameters). Open MPI's
@@ -105,7 +109,7 @@ on_signal() {
 trap on_signal INT TERM HUP
 
 CPUS=$(nproc)
-if (( N <= CPUS )); then
+if [[ ${MPI_BIND:-none} == share ]] && (( N <= CPUS )); then
   PLACE=(--map-by "slot:PE=$(( CPUS / N ))" --bind-to core)
 else
   PLACE=(--oversubscribe --bind-to none)

@@ -4,7 +4,10 @@
 # (bench/run_mpi_bench.sh) and torch's gloo (bench/torch_gloo_bench.py) at 2, 4, 8
 # and 16 ranks, float32 sum, 4 B .. 64 MiB in x4 steps. Every (system, ranks) cell of
 # a round runs once, in an order rotated from round to round; medians over the
-# rounds come from bench/scaling_table.py.
+# rounds come from bench/scaling_table.py. Placement: mccl's ranks as mcclrun
+# places them by default (--bind-to auto: a share of the CPUs each); Open MPI's
+# and gloo's unbound, as their launchers leave them (bound like mccl's, gloo
+# was slower and Open MPI alike: bench/scaling_16_bound/).
 #
 # 1. Pack (here, once; a Release build in build/):
 #      tools/device_bundle.sh build out/scaling
@@ -135,7 +138,7 @@ run_cell() { # dir sys n
       mccltcp) MCCL_TRANSPORT=tcp  python3 tools/mcclrun -n "$n" --timeout $to -- "$MCCL_BENCH" $SZ ;;
       mpism)   MPI_BENCH=$MPIB MPI_BENCH_TIMEOUT=$to bash bench/run_mpi_bench.sh "$n" sm  $SZ ;;
       mpitcp)  MPI_BENCH=$MPIB MPI_BENCH_TIMEOUT=$to bash bench/run_mpi_bench.sh "$n" tcp $SZ ;;
-      gloo)    python3 tools/mcclrun -n "$n" --timeout $to -- "$PY" bench/torch_gloo_bench.py $SZ ;;
+      gloo)    python3 tools/mcclrun --bind-to none -n "$n" --timeout $to -- "$PY" bench/torch_gloo_bench.py $SZ ;;
       *)       echo "unknown system $sys" ;;
     esac > "$f" 2>&1 </dev/null
     echo "# rc=$? wall_ms=$(( ($(date +%s%N) - s) / 1000000 )) t=$(el) timeout=$to" >> "$f"
