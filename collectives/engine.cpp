@@ -270,7 +270,7 @@ const std::vector<transport::channel*>& engine::channels_to_visit(clock::time_po
   // waits on. At 16 ranks a pass otherwise made 15 reads, most finding
   // nothing; and one poll over the 15 sockets per pass still cost about
   // 1 us per round of a small op against reading the awaited link alone
-  // (bench/RESULTS.md, "16 ranks over TCP: reading the awaited link").
+  // (bench/RESULTS.md, "16 ranks over TCP: 4 B allreduce from 46.2 to 38.8 µs").
   constexpr std::size_t poll_from = 4;
   constexpr int sweep_every = 16;
   visit_.clear();

@@ -437,7 +437,8 @@ const setting_def setting_table[] = {
    }},
   {"MCCL_SPIN_US", "auto", "auto, or an integer number of microseconds between 0 and 1000000",
    "How long a thread that moves an op polls without traffic before sleeping until a "
-   "connection is ready; auto: 2000 when every rank on this host has a core, else 200.",
+   "connection is ready; auto: 2000 when this process may run on as many CPUs as its host has ranks, "
+   "else 200.",
    [](config& cfg, const std::string& text) {
      cfg.spin = text == "auto" ? spin_auto : std::chrono::microseconds{parse_int(text, 0, 1000000)};
    }},

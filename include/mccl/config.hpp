@@ -228,12 +228,14 @@ std::string format_byte_size(std::size_t bytes);
 
 /// The polling time of a rank whose host runs `local_ranks` ranks of its
 /// communicator (itself included): `spin` when set, else (spin_auto) 2000 us
-/// when this process may use at least that many cores, 200 us when ranks
-/// outnumber them. Where every rank has a core, a rank that slept costs its
-/// partners a wake-up (tens to hundreds of microseconds on VMs); they too
-/// then wait past a short spin and sleep, and the job stays in that slow mode
-/// (16 ranks on 16 cores: 3 of 6 runs at 200 us, none at 2000 us). Where
-/// ranks share cores, long polling takes the core from the peer it waits for.
+/// when this process may run on at least that many CPUs, 200 us otherwise.
+/// Ranks left to the kernel on a machine with a CPU for each: a rank that
+/// slept cost its partners a wake-up (tens to hundreds of microseconds on
+/// VMs), they too waited past a short spin and slept, and the job stayed in
+/// that slow mode (16 ranks on 16 cores: 3 of 6 runs at 200 us, none at
+/// 2000 us). Ranks bound to CPUs of their own (mcclrun's default) measured
+/// alike at 200 and 2000 us; where ranks outnumber the CPUs, long polling
+/// takes the CPU from the peer it waits for.
 std::chrono::microseconds resolved_spin(std::chrono::microseconds spin, int local_ranks);
 
 } // namespace mccl

@@ -53,18 +53,24 @@ transport::received_frame frame_from(int peer, const wire::frame_header& ours, f
   return f;
 }
 
+/// An allreduce of the one float at `in` into `out`.
+collective_args one_float_allreduce(int rank, int world, float* in, float* out, uint64_t seq) {
+  collective_args a;
+  a.rank = rank;
+  a.world = world;
+  a.op.kind = op_kind::allreduce;
+  a.op.send = in;
+  a.op.recv = out;
+  a.op.count = 1;
+  a.op.seq = seq;
+  return a;
+}
+
 } // namespace
 
 TEST(OpSession, ACopyOfAChunkAfterTheAlgorithmFinishedFailsTheOpNamingIt) {
   float in = 1.0f, out = 0.0f;
-  collective_args a;
-  a.rank = 0;
-  a.world = 2;
-  a.op.kind = op_kind::allreduce;
-  a.op.send = &in;
-  a.op.recv = &out;
-  a.op.count = 1;
-  a.op.seq = 30;
+  auto a = one_float_allreduce(0, 2, &in, &out, 30);
   recording_session s(a, 7, "oneshot", builtin::make_allreduce_oneshot);
   s.start_op();
   ASSERT_EQ(s.emitted.size(), 1u);
@@ -90,14 +96,7 @@ TEST(OpSession, ACopyOfAChunkAfterTheAlgorithmFinishedFailsTheOpNamingIt) {
 // round, in order, then no one once every chunk is in.
 TEST(OpSession, NextSendersFollowRecursiveDoublingRoundByRound) {
   float in = 5.0f, out = 0.0f;
-  collective_args a;
-  a.rank = 5;
-  a.world = 8;
-  a.op.kind = op_kind::allreduce;
-  a.op.send = &in;
-  a.op.recv = &out;
-  a.op.count = 1;
-  a.op.seq = 3;
+  auto a = one_float_allreduce(5, 8, &in, &out, 3);
   recording_session s(a, 7, "rd", builtin::make_allreduce_rd);
   s.start_op();
   // Round k's partner is 5 xor 2^k; it sends the sum of its half so far.
@@ -147,13 +146,7 @@ TEST(OpSession, NextSendersOfTheDisseminationBarrierIsEachRoundsSender) {
 
 TEST(OpSession, AnAlgorithmThatDoesNotSayLeavesNextSendersUnknown) {
   float in = 1.0f, out = 0.0f;
-  collective_args a;
-  a.rank = 0;
-  a.world = 4;
-  a.op.kind = op_kind::allreduce;
-  a.op.send = &in;
-  a.op.recv = &out;
-  a.op.count = 1;
+  auto a = one_float_allreduce(0, 4, &in, &out, 0);
   recording_session s(a, 7, "oneshot", builtin::make_allreduce_oneshot);
   s.start_op();
   std::vector<int> next;
