@@ -4,14 +4,15 @@
 # MCCL_SPIN_US=auto), with Open MPI tcp in the same call: two bundles made by
 # tools/device_bundle.sh, on the 16-core machine, in one call:
 #   BEFORE=out/p0 AFTER=out/final bash bench/latency_16/ab.sh
-# Prints p50 (µs): 16 ranks TCP, 7 rounds with the order rotated; 8 ranks
-# TCP and 16 ranks shared memory (the host board), 3 rounds; 16-rank large
-# allreduces over TCP (busbw GB/s), 2 rounds, to check that bandwidth did not
-# suffer; the kernel's floor for the same pattern (rd_floor.cpp). Output of
-# the run in bench/RESULTS.md: ab.txt.
+# Prints p50 (µs): 16 ranks TCP, ROUNDS (default 7) rounds with the order
+# rotated, Open MPI tcp in each; 8 ranks TCP and 16 ranks shared memory (the
+# host board), 3 rounds; 16-rank large allreduces over TCP (busbw GB/s), 2
+# rounds, to check that bandwidth did not suffer; the kernel's floor for the
+# same pattern (rd_floor.cpp). Output of the run in bench/RESULTS.md: ab.txt.
 set -u
 BEFORE=${BEFORE:-out/p0}
 AFTER=${AFTER:-out/final}
+ROUNDS=${ROUNDS:-7}
 MPIB=/tmp/mpi-bench
 mpicxx -O3 -DNDEBUG -std=c++17 -DOMPI_SKIP_MPICXX=1 -o $MPIB bench/mpi_bench.cpp || MPIB=""
 g++ -O2 -o /tmp/rd_floor bench/latency_16/rd_floor.cpp
@@ -27,7 +28,7 @@ mpi() { # ranks args...
     grep -E "^ +[0-9]" | awk '{print $1, $3}'
 }
 lat=(-b 4 -e 4 -n 3000 -w 300)
-for r in 1 2 3 4 5 6 7; do
+for r in $(seq "$ROUNDS"); do
   order=(before after mpi)
   for k in 0 1 2; do
     case ${order[$(( (k + r) % 3 ))]} in

@@ -38,6 +38,21 @@ TEST(StepPlan, TheSameProgramBlocksAndChunkingShareOnePlan) {
   for (const auto& it : first->items)
     EXPECT_EQ(it.peer, 5 ^ (1 << it.step));
   EXPECT_EQ(first->items[0].pending, 0) << "the first send waits for nothing";
+  auto dependents = [&](std::size_t i) {
+    const auto& it = first->items[i];
+    return std::vector<uint32_t>(first->dependents.begin() + it.dependents_begin,
+                                 first->dependents.begin() + it.dependents_end);
+  };
+  for (uint32_t k = 0; k < 4; ++k) {
+    auto send = 2 * k, recv = 2 * k + 1;
+    ASSERT_TRUE(first->items[send].is_send);
+    ASSERT_FALSE(first->items[recv].is_send);
+    EXPECT_EQ(first->items[send].pending, k == 0 ? 0 : 1) << "step " << k;
+    EXPECT_EQ(first->items[recv].pending, k == 0 ? 1 : 2) << "step " << k;
+    EXPECT_EQ(dependents(send), std::vector<uint32_t>{recv}) << "step " << k;
+    if (k < 3)
+      EXPECT_EQ(dependents(recv), (std::vector<uint32_t>{recv + 1, recv + 2})) << "step " << k;
+  }
   ASSERT_NE(step_plan::find(first->recvs, {3, 5 ^ 8, 0}), nullptr);
   EXPECT_EQ(step_plan::find(first->recvs, {3, 5 ^ 4, 0}), nullptr) << "no such transfer";
 }
