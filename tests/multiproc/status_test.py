@@ -12,6 +12,7 @@ does not answer. Every process is killed on the way out, whatever happened.
 """
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -38,12 +39,31 @@ def free_port():
         return s.getsockname()[1]
 
 
+def ephemeral_ports():
+    """The kernel's range for port-0 binds and outgoing connections."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+            return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port_range(n):
-    """A base port with base..base+n-1 all free right now."""
-    for _ in range(50):
-        base = free_port()
-        if base + n > 65535:
-            continue
+    """A base port with base..base+n-1 all free right now, chosen at random
+    below the ephemeral range: a port the kernel hands to another test's
+    listener or connection between this check and the ranks' own bind would
+    make a rank fail to serve (MCCL_METRICS_PORT: cannot serve metrics)."""
+    low, high = ephemeral_ports()
+    if low - n > 10000:
+        bases = (10000, low - n)
+    elif high + 1 < 65535 - n:
+        bases = (high + 1, 65535 - n)
+    else:
+        bases = (1024, 65535 - n)
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        base = rng.randrange(*bases)
         socks = []
         try:
             for p in range(base, base + n):
@@ -65,6 +85,13 @@ def status(port):
     return done.returncode, done.stdout + done.stderr
 
 
+def print_rank_logs(folder):
+    """What each rank printed: why a rank did not answer is in its log."""
+    for r in range(WORLD):
+        with open(os.path.join(folder, f"rank{r}.log"), errors="replace") as f:
+            print(f"--- rank {r} log:\n{f.read()[-4000:]}", file=sys.stderr)
+
+
 class StatusTest(unittest.TestCase):
     def test_status_names_the_late_rank_and_a_stopped_one(self):
         port = free_port_range(WORLD)
@@ -75,11 +102,11 @@ class StatusTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             try:
                 for r in range(WORLD):
-                    out = open(os.path.join(tmp, f"rank{r}.log"), "w")
-                    procs.append(subprocess.Popen(
-                        [MCCL_CHECK, "late-rank", str(SLEEP_MS)], env=dict(env, RANK=str(r)),
-                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                        start_new_session=True))
+                    with open(os.path.join(tmp, f"rank{r}.log"), "w") as out:
+                        procs.append(subprocess.Popen(
+                            [MCCL_CHECK, "late-rank", str(SLEEP_MS)], env=dict(env, RANK=str(r)),
+                            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True))
                 start = time.monotonic()
                 # First sleep: the others are in seq 0 on the board.
                 time.sleep(3)
@@ -111,6 +138,9 @@ class StatusTest(unittest.TestCase):
                 for p in procs:
                     p.wait(timeout=max(0.1, deadline - time.monotonic()))
                     self.assertEqual(p.returncode, 0)
+            except BaseException:
+                print_rank_logs(tmp)
+                raise
             finally:
                 for p in procs:
                     if p.poll() is None:
