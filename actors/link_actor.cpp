@@ -13,20 +13,20 @@ struct link_state {
   static inline const char* name = "mccl.link";
 };
 
-using self_ptr = link_handle::stateful_pointer<link_state>;
+using link_self = link_handle::stateful_pointer<link_state>;
 
-link_handle::behavior_type closed(self_ptr self);
-link_handle::behavior_type resuming(self_ptr self);
+link_handle::behavior_type closed(link_self self);
+link_handle::behavior_type resuming(link_self self);
 
 /// Every phase ends the same way at finalize.
-bool stop(self_ptr self) {
+bool stop(link_self self) {
   if (self->state.init.resumer)
     self->state.init.resumer->cancel(self->state.init.peer);
   self->quit();
   return true;
 }
 
-link_handle::behavior_type connected(self_ptr self) {
+link_handle::behavior_type connected(link_self self) {
   return {
     [self](tick_atom) {
       // Half an interval: the peer never goes 1.5 intervals without
@@ -55,7 +55,7 @@ link_handle::behavior_type connected(self_ptr self) {
   };
 }
 
-link_handle::behavior_type resuming(self_ptr self) {
+link_handle::behavior_type resuming(link_self self) {
   return {
     [self](tick_atom) {
       // The peer cannot be heard meanwhile; the resumer bounds the wait.
@@ -91,7 +91,7 @@ link_handle::behavior_type resuming(self_ptr self) {
   };
 }
 
-link_handle::behavior_type closed(self_ptr self) {
+link_handle::behavior_type closed(link_self self) {
   return {
     [](tick_atom) {},
     [](link_lost_atom, const std::string&) {},
@@ -104,7 +104,7 @@ link_handle::behavior_type closed(self_ptr self) {
   };
 }
 
-link_handle::behavior_type link_actor(self_ptr self, link_init init) {
+link_handle::behavior_type link_actor(link_self self, link_init init) {
   self->state.init = std::move(init);
   self->delayed_send(self, self->state.init.heartbeat / 2, tick_atom::value);
   return connected(self);

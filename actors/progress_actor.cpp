@@ -26,11 +26,11 @@ struct progress_state {
   static inline const char* name = "mccl.progress";
 };
 
-using self_ptr = progress_handle::stateful_pointer<progress_state>;
+using progress_self = progress_handle::stateful_pointer<progress_state>;
 
 /// One turn: lead while bytes move, then come back soon (spinning through
 /// the mailbox), or park until a connection is ready or the timer fires.
-void drive(self_ptr self) {
+void drive(progress_self self) {
   auto core = self->state.core.lock();
   if (!core)
     return;
@@ -56,7 +56,7 @@ void drive(self_ptr self) {
   self->delayed_send(self, due - now, tick_atom::value);
 }
 
-progress_handle::behavior_type progress_actor(self_ptr self, core_ref core, std::vector<link_handle> links) {
+progress_handle::behavior_type progress_actor(progress_self self, core_ref core, std::vector<link_handle> links) {
   self->state.core = std::move(core);
   self->state.links = std::move(links);
   return {

@@ -20,14 +20,14 @@ struct watchdog_state {
   static inline const char* name = "mccl.watchdog";
 };
 
-using self_ptr = watchdog_handle::stateful_pointer<watchdog_state>;
+using watchdog_self = watchdog_handle::stateful_pointer<watchdog_state>;
 
-void schedule(self_ptr self, std::chrono::milliseconds interval) {
+void schedule(watchdog_self self, std::chrono::milliseconds interval) {
   self->state.ticking = true;
   self->delayed_send(self, interval, tick_atom::value);
 }
 
-void tick(self_ptr self) {
+void tick(watchdog_self self) {
   self->state.ticking = false;
   auto interval = std::chrono::milliseconds::max();
   auto& watched = self->state.watched;
@@ -47,7 +47,7 @@ void tick(self_ptr self) {
     schedule(self, interval);
 }
 
-watchdog_handle::behavior_type watchdog_actor(self_ptr self) {
+watchdog_handle::behavior_type watchdog_actor(watchdog_self self) {
   return {
     [self](watch_atom, uint64_t key, core_ref& core) {
       self->state.watched[key] = std::move(core);

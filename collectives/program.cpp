@@ -96,13 +96,6 @@ void add_spans(program& prog, int s, xfer_kind kind, int peer, const std::vector
     add(prog, s, kind, peer, sp.first, sp.count);
 }
 
-std::vector<int> all_blocks(int n) {
-  std::vector<int> v(static_cast<std::size_t>(n));
-  for (int b = 0; b < n; ++b)
-    v[static_cast<std::size_t>(b)] = b;
-  return v;
-}
-
 // Every rank of a program reports the same, global step count, so a rank
 // that finishes early still has (empty) entries up to the end.
 void pad(program& prog, int total_steps) {

@@ -111,13 +111,6 @@ private:
   int fold_steps_ = 0;
 };
 
-std::vector<int> all_blocks(int n) {
-  std::vector<int> v(static_cast<std::size_t>(n));
-  for (int b = 0; b < n; ++b)
-    v[static_cast<std::size_t>(b)] = b;
-  return v;
-}
-
 std::vector<int> all_but(int n, int block) {
   auto v = all_blocks(n);
   v.erase(v.begin() + block);

@@ -12,6 +12,14 @@
 
 namespace mccl::sched::detail {
 
+/// Blocks 0..n-1: a sub-program's whole vector.
+inline std::vector<int> all_blocks(int n) {
+  std::vector<int> v(static_cast<std::size_t>(n));
+  for (int b = 0; b < n; ++b)
+    v[static_cast<std::size_t>(b)] = b;
+  return v;
+}
+
 /// Collects a rank's transfers as block sets per (step, kind, peer) and
 /// writes each set as maximal ranges sorted by first block, the form every
 /// program's transfers take. Both ends of a transfer collect the same block

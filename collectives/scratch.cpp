@@ -52,7 +52,7 @@ struct scratch_cache {
   }
 };
 
-scratch_cache& cache() {
+scratch_cache& free_blocks() {
   static scratch_cache c; // lives as long as the process: blocks outlive every op
   return c;
 }
@@ -61,7 +61,7 @@ scratch_cache& cache() {
 
 scratch_buffer::scratch_buffer(std::size_t bytes) : bytes_(bytes) {
   if (bytes >= cached_min) {
-    auto [capacity, block] = cache().take(bytes);
+    auto [capacity, block] = free_blocks().take(bytes);
     if (block) {
       block_ = std::move(block);
       capacity_ = capacity;
@@ -94,7 +94,7 @@ scratch_buffer& scratch_buffer::operator=(scratch_buffer&& o) noexcept {
 void scratch_buffer::release() noexcept {
   if (block_ && capacity_ >= cached_min) {
     try {
-      cache().give(capacity_, std::move(block_));
+      free_blocks().give(capacity_, std::move(block_));
     } catch (...) {
       // Out of memory growing the cache's list: the block is simply freed.
     }
@@ -104,8 +104,8 @@ void scratch_buffer::release() noexcept {
 }
 
 std::size_t scratch_cached_bytes() {
-  std::lock_guard<std::mutex> lock(cache().mutex);
-  return cache().held;
+  std::lock_guard<std::mutex> lock(free_blocks().mutex);
+  return free_blocks().held;
 }
 
 } // namespace mccl

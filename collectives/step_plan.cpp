@@ -232,7 +232,7 @@ private:
   std::deque<entry> entries_;
 };
 
-plan_cache& cache() {
+plan_cache& compiled_plans() {
   static plan_cache c;
   return c;
 }
@@ -248,13 +248,13 @@ const uint32_t* step_plan::find(const index& in, const key& k) {
 std::shared_ptr<const step_plan> compile_step_plan(const collective_args& a, const sched::program& prog,
                                                    const std::vector<sched::range>& block_elems) {
   auto key = plan_key(a, prog, block_elems);
-  if (auto known = cache().find(key))
+  if (auto known = compiled_plans().find(key))
     return known;
   auto plan = std::make_shared<step_plan>();
   build_items(*plan, a, prog, block_elems);
   build_dependencies(*plan, prog, work_elems(block_elems));
   std::shared_ptr<const step_plan> done = std::move(plan);
-  cache().add(std::move(key), done);
+  compiled_plans().add(std::move(key), done);
   return done;
 }
 

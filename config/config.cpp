@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <unistd.h> // environ (declared under _GNU_SOURCE, which g++ and clang++ define)
 
 #include <algorithm>
 #include <cctype>
@@ -15,8 +16,6 @@
 #include <system_error>
 #include <thread>
 #include <utility>
-
-extern char** environ;
 
 namespace mccl {
 

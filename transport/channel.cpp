@@ -23,10 +23,6 @@ constexpr int max_iov = 32;
 /// With CRC: frames delivered before an acknowledgement goes out on its own.
 constexpr uint64_t max_owed_acks = 64;
 
-frame_key key_of(const wire::frame_header& h) {
-  return frame_key{h.seq, h.step, h.chunk, (h.flags & wire::flag_p2p) != 0, true};
-}
-
 } // namespace
 
 channel::channel(channel_options opts, connection_ptr conn, channel_listener& listener,

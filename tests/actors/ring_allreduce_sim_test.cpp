@@ -147,7 +147,7 @@ private:
 
 // ---- one allreduce per delivery order ------------------------------------------
 
-enum class order {
+enum class ring_order {
   round_robin,
   random_1,
   random_2,
@@ -159,42 +159,42 @@ enum class order {
   random_actors,   ///< random deliveries and random actor interleaving
 };
 
-const char* name_of(order o) {
+const char* ring_order_name(ring_order o) {
   switch (o) {
-    case order::round_robin: return "RoundRobin";
-    case order::random_1: return "Random1";
-    case order::random_2: return "Random2";
-    case order::random_3: return "Random3";
-    case order::starve_0_to_1: return "Starve0To1";
-    case order::starve_0_to_1_random: return "Starve0To1Random";
-    case order::highest_pipe_first: return "HighestPipeFirst";
-    case order::random_capacity: return "RandomCapacity5000";
-    case order::random_actors: return "RandomActorOrder";
+    case ring_order::round_robin: return "RoundRobin";
+    case ring_order::random_1: return "Random1";
+    case ring_order::random_2: return "Random2";
+    case ring_order::random_3: return "Random3";
+    case ring_order::starve_0_to_1: return "Starve0To1";
+    case ring_order::starve_0_to_1_random: return "Starve0To1Random";
+    case ring_order::highest_pipe_first: return "HighestPipeFirst";
+    case ring_order::random_capacity: return "RandomCapacity5000";
+    case ring_order::random_actors: return "RandomActorOrder";
   }
   return "?";
 }
 
 /// Sets up `w` for the order and returns its delivery policy.
-delivery_policy setup(sim_world& w, order o) {
+delivery_policy setup(sim_world& w, ring_order o) {
   switch (o) {
-    case order::round_robin: return round_robin();
-    case order::random_1: return random_order(1);
-    case order::random_2: return random_order(2);
-    case order::random_3: return random_order(3);
-    case order::starve_0_to_1: return starve(0, 1);
-    case order::starve_0_to_1_random: return starve(0, 1, random_order(6));
-    case order::highest_pipe_first: return highest_pipe_first();
-    case order::random_capacity:
+    case ring_order::round_robin: return round_robin();
+    case ring_order::random_1: return random_order(1);
+    case ring_order::random_2: return random_order(2);
+    case ring_order::random_3: return random_order(3);
+    case ring_order::starve_0_to_1: return starve(0, 1);
+    case ring_order::starve_0_to_1_random: return starve(0, 1, random_order(6));
+    case ring_order::highest_pipe_first: return highest_pipe_first();
+    case ring_order::random_capacity:
       w.net().set_capacity(5000);
       return random_order(4);
-    case order::random_actors:
+    case ring_order::random_actors:
       w.set_random_actor_order(5);
       return random_order(5);
   }
   return round_robin();
 }
 
-using ring_param = std::tuple<int, dtype, bool, order>; // world, type, in place, order
+using ring_param = std::tuple<int, dtype, bool, ring_order>; // world, type, in place, order
 
 class RingAllreduceSim : public sim_world_fixture<::testing::TestWithParam<ring_param>> {
 protected:
@@ -222,18 +222,18 @@ TEST_P(RingAllreduceSim, SumMatchesReferenceOnEveryRank) {
 std::string ring_param_name(const ::testing::TestParamInfo<ring_param>& info) {
   const auto& [world, type, in_place, o] = info.param;
   return std::to_string(world) + "Ranks_" + (type == dtype::float32 ? "Float32" : "Int32") + "_"
-         + (in_place ? "InPlace" : "OutOfPlace") + "_" + name_of(o);
+         + (in_place ? "InPlace" : "OutOfPlace") + "_" + ring_order_name(o);
 }
 
 INSTANTIATE_TEST_SUITE_P(
   Orders, RingAllreduceSim,
   ::testing::Combine(::testing::Values(3, 4, 5), ::testing::Values(dtype::float32, dtype::int32),
                      ::testing::Bool(),
-                     ::testing::Values(order::round_robin, order::random_1, order::random_2,
-                                       order::random_3, order::starve_0_to_1,
-                                       order::starve_0_to_1_random,
-                                       order::highest_pipe_first, order::random_capacity,
-                                       order::random_actors)),
+                     ::testing::Values(ring_order::round_robin, ring_order::random_1, ring_order::random_2,
+                                       ring_order::random_3, ring_order::starve_0_to_1,
+                                       ring_order::starve_0_to_1_random,
+                                       ring_order::highest_pipe_first, ring_order::random_capacity,
+                                       ring_order::random_actors)),
   ring_param_name);
 
 // ---- two ops in flight ---------------------------------------------------------

@@ -13,6 +13,7 @@
 #include <mccl/error.hpp>
 #include "reducers/half.hpp"
 #include "reducers/reduce_kernels.hpp"
+#include "kernel_targets.hpp"
 
 using namespace mccl;
 
@@ -25,22 +26,6 @@ constexpr dtype all_types[] = {dtype::float32, dtype::float64, dtype::float16,
                                dtype::int32,   dtype::int64,   dtype::boolean};
 constexpr std::size_t sizes[] = {0, 1, 3, 17, 64, 1000, 4099};
 
-// The kernels are built for several instruction sets and the CPU picks one;
-// run each check once per set this CPU has (scalar, SSSE3, SSE4, AVX2,
-// AVX-512 on a recent x86), so the fallbacks are tested too. Sanitized
-// builds compile the AVX2 kernels only (CMakeLists.txt).
-template <class F>
-void for_each_target(F&& check) {
-  for (int64_t target : detail::reduce_kernel_targets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
-    EXPECT_STREQ(detail::reduce_kernel_target(), hwy::TargetName(target));
-    check();
-    if (::testing::Test::HasFatalFailure())
-      break;
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
 
 // -- independent float16/bfloat16 reference ------------------------------------
 // Written from the definitions with double arithmetic, not bit tricks, so it
@@ -375,7 +360,7 @@ TEST(reduce, names) {
 }
 
 TEST(reduce, every_supported_pair_matches_scalar_reference) {
-  for_each_target([] {
+  kernel_test::for_each_kernel_target([] {
     int checked = 0;
     for (auto t : all_types)
       for (auto op : all_ops) {
@@ -439,7 +424,7 @@ TEST(reduce, null_buffers_only_with_zero_count) {
 }
 
 TEST(reduce, integer_sum_and_prod_wrap) {
-  for_each_target([] {
+  kernel_test::for_each_kernel_target([] {
     int32_t a32[] = {std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(),
                      65536};
     int32_t b32[] = {1, -1, 65536};
@@ -474,7 +459,7 @@ TEST(reduce, integer_sum_and_prod_wrap) {
 }
 
 TEST(reduce, float_min_max_propagate_nan) {
-  for_each_target([] {
+  kernel_test::for_each_kernel_target([] {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     const double dnan = std::numeric_limits<double>::quiet_NaN();
     for (auto op : {redop::min, redop::max}) {
@@ -526,7 +511,7 @@ TEST(reduce, bfloat16_rounds_to_nearest_even) {
   EXPECT_EQ(float_to_bf16(as_float(0x00018000)), 0x0002);           // subnormal tie to even
   EXPECT_EQ(bf16_to_float(0x3F81), as_float(0x3F810000));
 
-  for_each_target([] {
+  kernel_test::for_each_kernel_target([] {
     const auto t = dtype::bfloat16;
     // 1 + 2^-8 + 2^-15: above the tie, so up (truncation gives 0x3F80).
     EXPECT_EQ(reduce16(redop::sum, t, 0x3F80, 0x3B81), 0x3F81);
@@ -561,7 +546,7 @@ TEST(reduce, float16_rounding_overflow_subnormals) {
   EXPECT_EQ(f16_to_float(0x7BFF), 65504.0f);
   EXPECT_EQ(bits_of(f16_to_float(0x7D00)), 0x7FE00000u);  // signalling NaN -> quiet
 
-  for_each_target([] {
+  kernel_test::for_each_kernel_target([] {
     const auto t = dtype::float16;
     // Ties to even: 1 + 2^-11 stays at 1.0; (1 + 2^-10) + 2^-11 goes up to 1 + 2^-9.
     EXPECT_EQ(reduce16(redop::sum, t, 0x3C00, 0x1000), 0x3C00);
@@ -629,7 +614,7 @@ TEST(reduce, half_conversions_match_reference) {
 }
 
 TEST(reduce, avg_over_world) {
-  for_each_target([] {
+  kernel_test::for_each_kernel_target([] {
     constexpr int world = 4;
     std::vector<float> acc(1000, 0.0f);
     std::vector<double> accd(1000, 0.0);
@@ -682,7 +667,7 @@ TEST(reduce, avg_over_world) {
 // float16/bfloat16 means divide in float32 and round once to nearest even:
 // compare every element with the reference at several worlds and offsets.
 TEST(reduce, avg_16bit_floats_round_to_nearest_even) {
-  for_each_target([] {
+  kernel_test::for_each_kernel_target([] {
     std::mt19937_64 rng(11);
     for (auto t : {dtype::float16, dtype::bfloat16}) {
       const fmt16 f = t == dtype::float16 ? f16_fmt : bf16_fmt;
@@ -714,7 +699,7 @@ TEST(reduce, avg_16bit_floats_round_to_nearest_even) {
 }
 
 TEST(reduce, reduce3_aliasing) {
-  for_each_target([] {
+  kernel_test::for_each_kernel_target([] {
     std::vector<int32_t> v(100);
     for (std::size_t i = 0; i < v.size(); ++i)
       v[i] = static_cast<int32_t>(i);
@@ -784,7 +769,7 @@ bool same_float(float a, float b) {
 // few vectors, at an odd offset, for every instruction set.
 TEST(reduce, wire_narrow_widen_match_scalar_conversions) {
   const auto samples = wire_samples();
-  for_each_target([&] {
+  kernel_test::for_each_kernel_target([&] {
     for (dtype wire : {dtype::float16, dtype::bfloat16}) {
       SCOPED_TRACE(to_string(wire));
       for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{33}, samples.size()}) {

@@ -147,7 +147,7 @@ TEST(SimNetwork, ReadNotificationFiresOnDeliver) {
 TEST(SimNetwork, CloseGivesEofAfterTheDataAndBreaksThePeersWrites) {
   sim_network net;
   auto [a, b] = net.connect(0, 1);
-  counter rd_b, rd_a, wr_a_none;
+  counter rd_b, rd_a;
   b->notify_when_ready(false, rd_b.cb());
   a->notify_when_ready(false, rd_a.cb());
   write_str(a, "last words");

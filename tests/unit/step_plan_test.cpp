@@ -50,8 +50,9 @@ TEST(StepPlan, TheSameProgramBlocksAndChunkingShareOnePlan) {
     EXPECT_EQ(first->items[send].pending, k == 0 ? 0 : 1) << "step " << k;
     EXPECT_EQ(first->items[recv].pending, k == 0 ? 1 : 2) << "step " << k;
     EXPECT_EQ(dependents(send), std::vector<uint32_t>{recv}) << "step " << k;
-    if (k < 3)
+    if (k < 3) {
       EXPECT_EQ(dependents(recv), (std::vector<uint32_t>{recv + 1, recv + 2})) << "step " << k;
+    }
   }
   ASSERT_NE(step_plan::find(first->recvs, {3, 5 ^ 8, 0}), nullptr);
   EXPECT_EQ(step_plan::find(first->recvs, {3, 5 ^ 4, 0}), nullptr) << "no such transfer";

@@ -51,7 +51,7 @@ struct socket_pairs {
   }
 };
 
-std::vector<uint8_t> pattern(std::size_t n) {
+std::vector<uint8_t> stream_bytes(std::size_t n) {
   std::vector<uint8_t> v(n);
   for (std::size_t i = 0; i < n; ++i)
     v[i] = static_cast<uint8_t>(i * 7 + i / 251);
@@ -76,7 +76,7 @@ TEST(striped_connection, deals_segments_round_robin) {
   auto monitor = std::make_shared<readiness_monitor>();
   socket_pairs sp(3);
   striped_connection conn(monitor, socket_pairs::stripes(sp.near, "s"), "rank 1 (test)", 8);
-  auto data = pattern(50);
+  auto data = stream_bytes(50);
   // Two gathered buffers whose boundary falls inside a segment.
   iovec iov[2] = {{data.data(), 13}, {data.data() + 13, 37}};
   auto r = conn.write_some(iov, 2);
@@ -125,7 +125,7 @@ TEST(striped_connection, partial_reads_and_writes_keep_the_stream_intact) {
     socket_pairs sp(k, 4096);
     striped_connection tx(monitor, socket_pairs::stripes(sp.near, "tx"), "tx", 1000);
     striped_connection rx(monitor, socket_pairs::stripes(sp.far, "rx"), "rx", 1000);
-    auto data = pattern(std::size_t{1} << 20);
+    auto data = stream_bytes(std::size_t{1} << 20);
     std::vector<uint8_t> got(data.size());
     std::mt19937 rng(k);
     std::size_t sent = 0, received = 0;
@@ -172,7 +172,7 @@ TEST(striped_connection, a_stripe_closed_mid_stream_names_the_stripe) {
   EXPECT_NE(r.error.find("stripe 1 of 3 (10.0.0.2:4000-1)"), std::string::npos) << r.error;
 
   // Writing: the segment for the closed stripe fails, naming it.
-  auto data = pattern(12);
+  auto data = stream_bytes(12);
   iovec iov{data.data(), data.size()};
   auto w = conn.write_some(&iov, 1);
   EXPECT_FALSE(w.error.empty());
@@ -202,7 +202,7 @@ TEST(striped_connection, poll_fd_reports_a_blocked_write_becoming_possible) {
   auto monitor = std::make_shared<readiness_monitor>();
   socket_pairs sp(2, 4096);
   striped_connection conn(monitor, socket_pairs::stripes(sp.near, "s"), "rank 1", 1 << 20);
-  auto data = pattern(std::size_t{1} << 20);
+  auto data = stream_bytes(std::size_t{1} << 20);
   iovec iov{data.data(), data.size()};
   auto r = conn.write_some(&iov, 1);
   ASSERT_LT(r.bytes, data.size()) << "stripe 0 should be full";

@@ -4,6 +4,7 @@
 
 #include "reducers/topk.hpp"
 #include "reducers/reduce_kernels.hpp"
+#include "kernel_targets.hpp"
 
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
@@ -42,15 +43,6 @@ std::vector<uint32_t> topk_indices(const float* v, std::size_t n, std::size_t k)
   return index;
 }
 
-template <class F>
-void for_each_target(F&& check) {
-  for (int64_t target : detail::reduce_kernel_targets()) { // built alike (CMakeLists.txt)
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
-    check();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
 
 } // namespace
 
@@ -65,7 +57,7 @@ TEST(topk, count_is_ceil_of_ratio_at_least_one) {
 TEST(topk, matches_a_full_sort) {
   std::mt19937 rng(5);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  for_each_target([&] {
+  kernel_test::for_each_kernel_target([&] {
     for (std::size_t n : {1, 2, 15, 16, 17, 63, 1000, 100003}) {
       std::vector<float> v(n);
       for (auto& x : v)
@@ -78,7 +70,7 @@ TEST(topk, matches_a_full_sort) {
 }
 
 TEST(topk, ties_zeros_and_nans) {
-  for_each_target([&] {
+  kernel_test::for_each_kernel_target([&] {
     // Many equal magnitudes of both signs: the lower indices win.
     std::vector<float> ties(1000);
     for (std::size_t i = 0; i < ties.size(); ++i)
@@ -107,7 +99,7 @@ TEST(topk, ties_zeros_and_nans) {
 TEST(topk, selection_after_adding_updates_the_residual) {
   std::mt19937 rng(9);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  for_each_target([&] {
+  kernel_test::for_each_kernel_target([&] {
     for (std::size_t n : {1, 17, 40001}) {
       std::vector<float> residual(n), x(n);
       for (std::size_t i = 0; i < n; ++i) {

@@ -81,10 +81,6 @@ uint64_t mix(uint64_t a, uint64_t b) {
   return z ^ (z >> 31);
 }
 
-frame_key key_of(const wire::frame_header& h) {
-  return frame_key{h.seq, h.step, h.chunk, (h.flags & wire::flag_p2p) != 0, true};
-}
-
 bool matches_rank(int want, int rank) {
   return want == any_rank || want == rank;
 }

@@ -7,6 +7,8 @@
 /// Thread-safe: links, the inline path, the fault clock and Work callbacks
 /// all record here.
 
+#include "transport/wire/frame.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -24,6 +26,11 @@ struct frame_key {
   bool p2p = false;
   bool valid = false;
 };
+
+/// The chunk a frame carries.
+inline frame_key key_of(const wire::frame_header& h) {
+  return frame_key{h.seq, h.step, h.chunk, (h.flags & wire::flag_p2p) != 0, true};
+}
 
 class fault_recorder {
 public:
