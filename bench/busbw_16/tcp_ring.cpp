@@ -11,9 +11,8 @@
 //
 // (N ranks, vector of MiB.) Prints the median time and busbw = bytes *
 // 2(N-1)/N / time, and checks every element of the result.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
+#include "../bare_ranks.hpp"
+
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -32,28 +31,6 @@ namespace {
 
 using clk = std::chrono::steady_clock;
 constexpr std::size_t piece_bytes = 64 << 10;
-
-void connected_pair(int& a, int& b) {
-  int l = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in ad{};
-  ad.sin_family = AF_INET;
-  ad.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t n = sizeof ad;
-  if (l < 0 || bind(l, reinterpret_cast<sockaddr*>(&ad), n) != 0 || listen(l, 4) != 0
-      || getsockname(l, reinterpret_cast<sockaddr*>(&ad), &n) != 0) {
-    std::perror("tcp_ring: listen");
-    std::exit(1);
-  }
-  a = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(a, reinterpret_cast<sockaddr*>(&ad), sizeof ad) != 0 || (b = accept(l, nullptr, nullptr)) < 0) {
-    std::perror("tcp_ring: connect");
-    std::exit(1);
-  }
-  close(l);
-  int one = 1;
-  setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
 
 /// Sends `out` to the right while receiving `len_in` bytes from the left
 /// into `in`; `landed(from, to)` runs on each received byte range that
@@ -149,22 +126,9 @@ int main(int argc, char** argv) {
     }
     _exit(0);
   }
-  int failed = 0;
-  for (int r = 0; r < n; ++r) {
-    int status = 0;
-    wait(&status);
-    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-  if (failed)
+  if (!all_ranks_succeeded(n))
     return 1;
-  std::vector<double> slowest;
-  for (int it = 1; it < iters; ++it) { // the first iteration warms up
-    double t = 0;
-    for (int r = 0; r < n; ++r)
-      t = std::max(t, times[r * iters + it]);
-    slowest.push_back(t);
-  }
-  std::sort(slowest.begin(), slowest.end());
+  auto slowest = sorted_slowest(times, n, iters, 1); // the first iteration warms up
   double p50 = slowest[(slowest.size() - 1) / 2];
   double bytes = static_cast<double>(count) * 4;
   std::printf("tcp_ring %d ranks, %ld MiB: p50 %.1f us, busbw %.3f GB/s, checked ok\n", n, mib, p50,

@@ -14,9 +14,8 @@
 //
 // Prints the p10/p50/p90 of the per-iteration times (µs), the first tenth
 // of the iterations left out as warm-up.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
+#include "../bare_ranks.hpp"
+
 #include <sched.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -36,28 +35,6 @@ namespace {
 
 using clk = std::chrono::steady_clock;
 constexpr int message_bytes = 48;
-
-void connected_pair(int& a, int& b) {
-  int l = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in ad{};
-  ad.sin_family = AF_INET;
-  ad.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t n = sizeof ad;
-  if (l < 0 || bind(l, reinterpret_cast<sockaddr*>(&ad), n) != 0 || listen(l, 4) != 0
-      || getsockname(l, reinterpret_cast<sockaddr*>(&ad), &n) != 0) {
-    std::perror("rd_floor: listen");
-    std::exit(1);
-  }
-  a = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(a, reinterpret_cast<sockaddr*>(&ad), sizeof ad) != 0 || (b = accept(l, nullptr, nullptr)) < 0) {
-    std::perror("rd_floor: connect");
-    std::exit(1);
-  }
-  close(l);
-  int one = 1;
-  setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
 
 void send_all(int fd, const char* m) {
   for (int off = 0; off < message_bytes;) {
@@ -178,22 +155,9 @@ int main(int argc, char** argv) {
     }
     _exit(0);
   }
-  int failed = 0;
-  for (int r = 0; r < n; ++r) {
-    int status = 0;
-    wait(&status);
-    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-  if (failed)
+  if (!all_ranks_succeeded(n))
     return 1;
-  std::vector<double> slowest;
-  for (int it = iters / 10; it < iters; ++it) {
-    double t = 0;
-    for (int r = 0; r < n; ++r)
-      t = std::max(t, times[r * iters + it]);
-    slowest.push_back(t);
-  }
-  std::sort(slowest.begin(), slowest.end());
+  auto slowest = sorted_slowest(times, n, iters, iters / 10); // the first tenth warms up
   auto at = [&](double q) { return slowest[static_cast<std::size_t>(q * (slowest.size() - 1))]; };
   std::printf("rd_floor %d ranks, %s: p10 %.1f p50 %.1f p90 %.1f us\n", n, mode_name, at(0.1), at(0.5),
               at(0.9));
