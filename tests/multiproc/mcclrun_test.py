@@ -114,6 +114,18 @@ class PidDirMixin:
             time.sleep(0.02)
 
 
+def json_per_rank(test, stdout, n):
+    """The one JSON value each of ranks 0..n-1 printed, as mcclrun prefixes
+    it ("[rank] value"), by rank; any other line fails the test."""
+    values = {}
+    for line in stdout.splitlines():
+        match = re.fullmatch(r"\[(\d+)\] ([\[{].*)", line)
+        test.assertIsNotNone(match, f"unexpected line {line!r}")
+        values[int(match.group(1))] = json.loads(match.group(2))
+    test.assertEqual(sorted(values), list(range(n)))
+    return values
+
+
 class EnvironmentTest(unittest.TestCase):
     def run_env_dump(self, *options, n=4):
         code = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in "
@@ -121,13 +133,7 @@ class EnvironmentTest(unittest.TestCase):
                 "'MASTER_ADDR', 'MASTER_PORT', 'MCCL_TEST_A', 'MCCL_TEST_B']}))")
         result, _ = mcclrun("-n", str(n), *options, "--", *python_rank(code))
         self.assertEqual(result.returncode, 0, result.stderr)
-        envs = {}
-        for line in result.stdout.splitlines():
-            match = re.fullmatch(r"\[(\d+)\] (\{.*\})", line)
-            self.assertIsNotNone(match, f"unexpected line {line!r}")
-            envs[int(match.group(1))] = json.loads(match.group(2))
-        self.assertEqual(sorted(envs), list(range(n)))
-        return envs
+        return json_per_rank(self, result.stdout, n)
 
     def test_contract(self):
         envs = self.run_env_dump()
@@ -177,13 +183,7 @@ class BindingTest(unittest.TestCase):
             preexec_fn=preexec)
         self.assertLess(time.monotonic() - start, CALL_TIMEOUT)
         self.assertEqual(result.returncode, 0, result.stderr)
-        cpus = {}
-        for line in result.stdout.splitlines():
-            match = re.fullmatch(r"\[(\d+)\] (\[.*\])", line)
-            self.assertIsNotNone(match, f"unexpected line {line!r}")
-            cpus[int(match.group(1))] = json.loads(match.group(2))
-        self.assertEqual(sorted(cpus), list(range(n)))
-        return cpus
+        return json_per_rank(self, result.stdout, n)
 
     def test_ranks_get_disjoint_equal_shares(self):
         usable = sorted(os.sched_getaffinity(0))
