@@ -25,9 +25,17 @@ REQUIRED_PACKAGES=(
   clang-14 libclang-rt-14-dev
   # network namespaces, tc shaping and DROP rules (multi-host and partition tests)
   iproute2 iptables
-  # The PyTorch backend (python/) and its tests; examples plot with matplotlib.
-  python3-numpy python3-torch libtorch-dev pybind11-dev python3-matplotlib
+  # the Python headers the torch extension compiles against come with the
+  # python3 first on PATH (pyenv, venv) or, for Debian's, python3-dev
 )
+
+# Python packages for the python3 first on PATH, the interpreter the package,
+# the torch backend, the tools and the tests are built for and run with
+# (CMake's MCCL_PYTHON). numpy: mccl.distributed; torch: the backend (2.13 is
+# the release tested; a torch 2.4 or newer already installed is kept);
+# matplotlib: the examples' plots. Extend here, nowhere else.
+PYTHON_PACKAGES=(numpy matplotlib)
+TORCH_REQUIREMENT="torch==2.13.0"
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${MCCL_BUILD_DIR:-$REPO_ROOT/build}"
@@ -76,6 +84,38 @@ ensure_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${pkgs[@]}"
 }
 
+# The pip spec of each Python package python3 lacks, one a line.
+missing_python_packages() {
+  local pkg
+  for pkg in "${PYTHON_PACKAGES[@]}"; do
+    python3 -c "import $pkg" >/dev/null 2>&1 || printf '%s\n' "$pkg"
+  done
+  # A torch of 2.4 or newer stays (it is the user's); an older one, or none,
+  # gets the tested release.
+  python3 - <<'PY' >/dev/null 2>&1 || printf '%s\n' "$TORCH_REQUIREMENT"
+import torch, sys
+major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+sys.exit(0 if (major, minor) >= (2, 4) else 1)
+PY
+}
+
+ensure_python_packages() {
+  step "checking Python packages of $(command -v python3 || echo 'python3 (missing)')"
+  command -v python3 >/dev/null 2>&1 || die "no python3 on PATH (Debian: apt-get install python3)"
+  local missing
+  missing="$(missing_python_packages)"
+  [[ -z "$missing" ]] && return 0
+  # shellcheck disable=SC2206
+  local -a pkgs=($missing)
+  step "pip installing ${pkgs[*]}"
+  # Debian's own interpreter refuses pip (PEP 668): say what to do instead.
+  if ! python3 -m pip install --disable-pip-version-check "${pkgs[@]}"; then
+    die "pip could not install ${pkgs[*]} for $(command -v python3); install them with
+  python3 -m pip install ${pkgs[*]}
+or put a virtual environment's python3 first on PATH (python3 -m venv ~/mccl-venv && . ~/mccl-venv/bin/activate)"
+  fi
+}
+
 configure() {
   # A cache without a generated build system means the last configure failed.
   if [[ -f "$BUILD_DIR/CMakeCache.txt" &&
@@ -92,6 +132,7 @@ configure() {
 
 build() {
   ensure_packages
+  ensure_python_packages
   configure
   step "building"
   cmake --build "$BUILD_DIR" -j "$(nproc)" "$@"

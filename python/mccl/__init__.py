@@ -39,7 +39,8 @@ def _register_torch_backend():
         # libtorch-dev at build time): the numpy API still works.
         import warnings
         warnings.warn(f"mccl: torch is installed but mccl's torch backend is not built ({e}); "
-                      "mccl.distributed works, backend 'mccl' does not", ImportWarning)
+                      "mccl.distributed works, backend 'mccl' does not", RuntimeWarning,
+                      stacklevel=3)
         return False
     torch_backend.register()
     return True
@@ -49,6 +50,7 @@ TORCH_BACKEND = _register_torch_backend()
 if TORCH_BACKEND:
     from . import hooks  # noqa: F401
     from ._C import ProcessGroupMCCL  # noqa: F401
+    from .torch_backend import backend_of  # noqa: F401
 
 __all__ = ["MCCLConfig", "init", "get_config", "reset_config", "get_metrics", "log_metrics",
            "reset_metrics", "distributed", "errors", "BACKEND", "TORCH_BACKEND"] + errors.__all__

@@ -18,17 +18,19 @@ group's other ops stay exact (MCCL_COMPRESSION compresses every op).
 import torch
 import torch.distributed as dist
 
-from ._C import ProcessGroupMCCL
+from .torch_backend import backend_of
 
 _KINDS = ("fp16", "bf16", "topk", "none")
 
 
 def _mccl_group(state):
     group = state if state is not None else dist.distributed_c10d._get_default_group()
-    if not isinstance(group, ProcessGroupMCCL):
-        raise TypeError(f"mccl compression hooks need an mccl process group, got {type(group).__name__} "
-                        "(init_process_group('mccl', ...), or pass the mccl group as the hook's state)")
-    return group
+    backend = backend_of(group)
+    if backend is None:
+        raise TypeError(f"mccl compression hooks need a process group whose CPU tensors mccl serves, "
+                        f"got one of backend {dist.get_backend(group)!r} (init_process_group('mccl', ...), "
+                        "or pass the mccl group as the hook's state)")
+    return backend
 
 
 def compression_hook(compression="fp16", ratio=None, error_feedback=True):

@@ -1,5 +1,5 @@
 /// mccl._C: the torch.distributed backend's extension module. It binds
-/// ProcessGroupMCCL (a c10d::ProcessGroup subclass); settings, metrics and
+/// ProcessGroupMCCL (a c10d::Backend subclass); settings, metrics and
 /// the numpy API go through libmccl's C API (python/mccl/_lib.py), and
 /// python/mccl/torch_backend.py registers the backend.
 
@@ -32,13 +32,13 @@ void translate_mccl_error(std::exception_ptr p) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "mccl's torch.distributed backend (C++ part)";
-  // The ProcessGroup base class must be registered with pybind11 before we
+  // The Backend base class must be registered with pybind11 before we
   // derive from it.
   py::module::import("torch._C._distributed_c10d");
 
   py::register_exception_translator(&translate_mccl_error);
 
-  py::class_<process_group_mccl, c10::intrusive_ptr<process_group_mccl>, ::c10d::ProcessGroup>(
+  py::class_<process_group_mccl, c10::intrusive_ptr<process_group_mccl>, ::c10d::Backend>(
     m, "ProcessGroupMCCL")
     .def(py::init([](const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
                      int64_t timeout_ms, const std::string& group_name) {
@@ -56,5 +56,8 @@ PYBIND11_MODULE(_C, m) {
          py::arg("compression"), py::arg("op") = "avg", py::arg("topk_ratio") = 0.0,
          py::arg("error_feedback") = true, py::arg("topk_key") = 0,
          py::call_guard<py::gil_scoped_release>())
+    // torch's Python bindings of Backend leave getError out (its C++
+    // callers are watchdogs); bound here so Python can ask too.
+    .def("get_error", &process_group_mccl::getError)
     .def("shutdown", &process_group_mccl::shutdown, py::call_guard<py::gil_scoped_release>());
 }

@@ -64,7 +64,7 @@ void check_same_dtype(const std::vector<at::Tensor>& ts, const op_context& ctx, 
 process_group_mccl::process_group_mccl(const c10::intrusive_ptr<::c10d::Store>& store, int rank,
                                        int size, std::chrono::milliseconds timeout,
                                        const std::string& group_name)
-  : ProcessGroup(rank, size), runtime_(mccl::process::shared_runtime()) {
+  : Backend(rank, size), runtime_(mccl::process::shared_runtime()) {
   comm_options o;
   o.rank = rank;
   o.world_size = size;
@@ -101,9 +101,42 @@ void process_group_mccl::shutdown() {
 }
 
 c10::intrusive_ptr<work_mccl> process_group_mccl::make_work(OpType type, const char* op, tensors outputs) {
-  return c10::make_intrusive<work_mccl>(getRank(), type,
-                                        std::string(op) + " on rank " + std::to_string(getRank()),
-                                        std::move(outputs), op_timeout_);
+  auto w = c10::make_intrusive<work_mccl>(getRank(), type,
+                                          std::string(op) + " on rank " + std::to_string(getRank()),
+                                          std::move(outputs), op_timeout_);
+  w->record_failure_in(first_error_);
+  if (coalescing_)
+    coalesced_.push_back(w);
+  return w;
+}
+
+void process_group_mccl::startCoalescing() {
+  if (coalescing_)
+    throw error(errc::invalid_argument, "startCoalescing on rank " + std::to_string(getRank())
+                                          + ": this group is coalescing already (endCoalescing first)");
+  coalescing_ = true;
+  coalesced_.clear();
+}
+
+process_group_mccl::work_ptr process_group_mccl::endCoalescing() {
+  if (!coalescing_)
+    throw error(errc::invalid_argument, "endCoalescing on rank " + std::to_string(getRank())
+                                          + ": startCoalescing was not called");
+  coalescing_ = false;
+  auto children = std::move(coalesced_);
+  coalesced_.clear();
+  auto w = make_work(OpType::COALESCED, "coalesced ops", {});
+  w->track_children(children);
+  return w;
+}
+
+void process_group_mccl::abort() {
+  if (comm_.valid())
+    comm_.abort("abort_process_group called on rank " + std::to_string(getRank()));
+}
+
+::c10d::ErrorType process_group_mccl::getError() {
+  return static_cast<::c10d::ErrorType>(first_error_->load());
 }
 
 // ---- collectives on one tensor -------------------------------------------
@@ -364,6 +397,80 @@ process_group_mccl::work_ptr process_group_mccl::_reduce_scatter_base(at::Tensor
   return w;
 }
 
+process_group_mccl::work_ptr process_group_mccl::allgather_into_tensor_coalesced(
+  tensors& outputs, tensors& inputs, const ::c10d::AllgatherOptions&) {
+  op_context ctx{"allgather_into_tensor_coalesced", getRank()};
+  if (inputs.empty())
+    ctx.fail(errc::invalid_argument, "the input list is empty");
+  check_count(outputs, inputs.size(), ctx, "output list (one tensor per input)");
+  check_same_dtype(inputs, ctx, "input list");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_tensor(outputs[i], ctx, "an output");
+    if (outputs[i].scalar_type() != inputs[i].scalar_type()
+        || outputs[i].numel() != inputs[i].numel() * getSize())
+      ctx.fail(errc::invalid_argument, "output " + std::to_string(i) + " must hold world size ("
+                                         + std::to_string(getSize()) + ") x " + std::to_string(inputs[i].numel())
+                                         + " elements of its input's dtype; it has " + std::to_string(outputs[i].numel())
+                                         + " of " + c10::toString(outputs[i].scalar_type()));
+  }
+  // One allgather of the concatenated inputs; rank r's block of the result
+  // holds every input of rank r, in list order.
+  auto flat = flatten(inputs);
+  auto per_rank = flat.numel();
+  auto gathered = at::empty({per_rank * getSize()}, flat.options());
+  auto w = make_work(OpType::COALESCED, ctx.op, outputs);
+  auto part = comm_.allgather(flat.data_ptr(), gathered.data_ptr(), static_cast<std::size_t>(per_rank),
+                              to_mccl(flat.scalar_type(), ctx));
+  w->track({part}, [flat, gathered, outs = outputs, world = getSize()] {
+    int64_t offset = 0;
+    for (const auto& out : outs) {
+      auto n = out.numel() / world;
+      auto blocks = gathered.view({world, -1}).narrow(1, offset, n);
+      out.view({world, n}).copy_(blocks);
+      offset += n;
+    }
+  });
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::reduce_scatter_tensor_coalesced(
+  tensors& outputs, tensors& inputs, const ::c10d::ReduceScatterOptions& opts) {
+  op_context ctx{"reduce_scatter_tensor_coalesced", getRank()};
+  if (inputs.empty())
+    ctx.fail(errc::invalid_argument, "the input list is empty");
+  check_count(outputs, inputs.size(), ctx, "output list (one tensor per input)");
+  check_same_dtype(inputs, ctx, "input list");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_tensor(outputs[i], ctx, "an output");
+    if (outputs[i].scalar_type() != inputs[i].scalar_type()
+        || inputs[i].numel() != outputs[i].numel() * getSize())
+      ctx.fail(errc::invalid_argument, "input " + std::to_string(i) + " must hold world size ("
+                                         + std::to_string(getSize()) + ") x " + std::to_string(outputs[i].numel())
+                                         + " elements of its output's dtype; it has " + std::to_string(inputs[i].numel())
+                                         + " of " + c10::toString(inputs[i].scalar_type()));
+  }
+  auto op = to_mccl(opts.reduceOp, ctx);
+  // Regroup by destination rank: block r of the send buffer holds block r
+  // of every input, in list order, so one reduce_scatter serves them all.
+  int64_t per_rank = 0;
+  for (const auto& out : outputs)
+    per_rank += out.numel();
+  auto world = getSize();
+  auto send = at::empty({world, per_rank}, inputs[0].options());
+  int64_t offset = 0;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    auto n = outputs[i].numel();
+    send.narrow(1, offset, n).copy_(inputs[i].reshape({world, n}));
+    offset += n;
+  }
+  auto recv = at::empty({per_rank}, inputs[0].options());
+  auto w = make_work(OpType::COALESCED, ctx.op, outputs);
+  auto part = comm_.reduce_scatter(send.data_ptr(), recv.data_ptr(), static_cast<std::size_t>(per_rank),
+                                   to_mccl(recv.scalar_type(), ctx), op);
+  w->track({part}, [send, recv, outs = outputs] { unflatten_into(recv, outs); });
+  return w;
+}
+
 // ---- all to all -------------------------------------------------------------
 
 process_group_mccl::work_ptr process_group_mccl::alltoall_base(at::Tensor& out, at::Tensor& in,
@@ -507,6 +614,64 @@ process_group_mccl::work_ptr process_group_mccl::barrier(const ::c10d::BarrierOp
   auto w = make_work(OpType::BARRIER, "barrier", {});
   w->track({comm_.barrier()});
   return w;
+}
+
+namespace {
+/// The tag of monitoredBarrier's messages: above INT32_MAX, so no tag that
+/// torch's send/recv can pass (an int) collides with it.
+constexpr uint32_t monitored_barrier_tag = 0x80000001u;
+} // namespace
+
+void process_group_mccl::monitoredBarrier(const ::c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  op_context ctx{"monitoredBarrier", getRank()};
+  auto timeout = opts.timeout == ::c10d::kUnsetTimeout
+                   ? op_timeout_
+                   : std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                    deadline - std::chrono::steady_clock::now()));
+  };
+  uint8_t token = 0;
+  auto u8 = dtype::uint8;
+  if (getRank() != 0) {
+    comm_.send(&token, 1, u8, 0, monitored_barrier_tag).wait();
+    if (!comm_.recv(&token, 1, u8, 0, monitored_barrier_tag).wait_for(left()))
+      ctx.fail(errc::timeout, "rank 0 did not answer within " + std::to_string(timeout.count())
+                                + " ms (it names the ranks it waited for)");
+    return;
+  }
+  // Rank 0: every other rank's arrival, each within what is left of the timeout.
+  std::vector<uint8_t> arrived(static_cast<std::size_t>(getSize()));
+  std::vector<work> arrivals;
+  for (int peer = 1; peer < getSize(); ++peer)
+    arrivals.push_back(comm_.recv(&arrived[peer], 1, u8, peer, monitored_barrier_tag));
+  std::vector<int> missing;
+  for (int peer = 1; peer < getSize(); ++peer) {
+    bool in_time = false;
+    try {
+      in_time = arrivals[peer - 1].wait_for(left());
+    } catch (const error&) {
+      in_time = false; // lost or aborted: it did not arrive
+    }
+    if (!in_time) {
+      missing.push_back(peer);
+      if (!wait_all_ranks)
+        break;
+    }
+  }
+  if (!missing.empty()) {
+    std::string names;
+    for (int r : missing)
+      names += (names.empty() ? "" : ", ") + std::to_string(r);
+    ctx.fail(errc::timeout, std::string(missing.size() == 1 ? "rank " : "ranks ") + names
+                              + " did not reach the barrier within " + std::to_string(timeout.count()) + " ms");
+  }
+  std::vector<work> answers;
+  for (int peer = 1; peer < getSize(); ++peer)
+    answers.push_back(comm_.send(&token, 1, u8, peer, monitored_barrier_tag));
+  for (auto& a : answers)
+    a.wait();
 }
 
 } // namespace mccl::torch_backend

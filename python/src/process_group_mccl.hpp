@@ -1,22 +1,23 @@
 #pragma once
-/// ProcessGroupMCCL: torch.distributed's view of one mccl communicator
-/// (torch 1.13 has no c10d::Backend split yet, so a third-party backend is a
-/// ProcessGroup). Each call checks its tensors, stages non-contiguous ones
+/// ProcessGroupMCCL: torch.distributed's view of one mccl communicator, a
+/// c10d::Backend (torch 2.x) that torch's ProcessGroup dispatches CPU
+/// tensors to. Each call checks its tensors, stages non-contiguous ones
 /// through contiguous buffers, issues mccl ops and returns a work_mccl.
 
 #include <mccl/communicator.hpp>
 #include "work_mccl.hpp"
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
 
 namespace mccl::torch_backend {
 
-class process_group_mccl : public ::c10d::ProcessGroup {
+class process_group_mccl : public ::c10d::Backend {
 public:
   /// Connects to the other `size` ranks through `store` (blocks until all
   /// are connected, bounded by MCCL_CONNECT_TIMEOUT_MS). `timeout` is the
@@ -33,7 +34,7 @@ public:
   std::chrono::milliseconds op_timeout() const { return op_timeout_; }
 
   /// Closes this group's communicator; later ops fail with "finalized".
-  void shutdown();
+  void shutdown() override;
 
   using tensors = std::vector<at::Tensor>;
   using work_ptr = c10::intrusive_ptr<::c10d::Work>;
@@ -68,12 +69,49 @@ public:
   work_ptr recvAnysource(tensors& ts, int tag) override;
   work_ptr barrier(const ::c10d::BarrierOptions& opts) override;
 
+  /// outputs[i] receives every rank's inputs[i], in rank order: one mccl
+  /// allgather of the concatenated inputs.
+  work_ptr allgather_into_tensor_coalesced(tensors& outputs, tensors& inputs,
+                                           const ::c10d::AllgatherOptions& opts) override;
+  /// outputs[i] receives this rank's block of the reduction of inputs[i]:
+  /// one mccl reduce_scatter over the inputs' blocks regrouped by rank.
+  work_ptr reduce_scatter_tensor_coalesced(tensors& outputs, tensors& inputs,
+                                           const ::c10d::ReduceScatterOptions& opts) override;
+
+  /// Rank 0 waits up to opts.timeout for every other rank, then answers
+  /// each; a rank that did not arrive is named in rank 0's error (all of
+  /// them with `wait_all_ranks`, else the first). Other ranks fail when
+  /// rank 0 does not answer in time.
+  void monitoredBarrier(const ::c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+
+  /// Ops issued between startCoalescing and endCoalescing run as they are
+  /// issued (mccl pipelines them); endCoalescing's Work completes when all
+  /// have. How batch_isend_irecv and _coalescing_manager use a backend.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  work_ptr endCoalescing() override;
+
+  /// Fails every op in flight and later ones, on every rank, naming this
+  /// rank (torch's abort_process_group).
+  void abort() override;
+
+  /// TIMEOUT, REMOTE_ERROR (a peer was lost or aborted) or COMM_ERROR for
+  /// the first op of this group that failed; SUCCESS while none has.
+  ::c10d::ErrorType getError() override;
+
 private:
   c10::intrusive_ptr<work_mccl> make_work(::c10d::OpType type, const char* op, tensors outputs);
 
   std::shared_ptr<runtime> runtime_;
   communicator comm_;
   std::chrono::milliseconds op_timeout_;
+  /// The first failed op's ErrorType (an int; SUCCESS while none failed),
+  /// shared with the Works that report it.
+  std::shared_ptr<std::atomic<int>> first_error_ = std::make_shared<std::atomic<int>>(0);
+  /// The Works issued since startCoalescing; calls into one process group
+  /// come from the thread that issues its ops, so no lock.
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<work_mccl>> coalesced_;
 };
 
 } // namespace mccl::torch_backend

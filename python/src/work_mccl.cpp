@@ -51,6 +51,26 @@ private:
   std::deque<std::function<void()>> tasks_;
 };
 
+/// torch's classification of an op's failure (Backend::getError).
+::c10d::ErrorType error_type_of(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const error& e) {
+    switch (e.code()) {
+      case errc::timeout:
+        return ::c10d::ErrorType::TIMEOUT;
+      case errc::peer_lost:
+      case errc::aborted:
+      case errc::desync:
+        return ::c10d::ErrorType::REMOTE_ERROR;
+      default:
+        return ::c10d::ErrorType::COMM_ERROR;
+    }
+  } catch (...) {
+    return ::c10d::ErrorType::COMM_ERROR;
+  }
+}
+
 c10::TypePtr tensor_list_type() {
   return c10::ListType::create(c10::TensorType::get());
 }
@@ -93,6 +113,30 @@ void work_mccl::track(std::vector<work> parts, std::function<void()> after, int 
     p.on_complete([this] { on_part_done(); });
 }
 
+void work_mccl::track_children(const std::vector<c10::intrusive_ptr<work_mccl>>& children) {
+  for (const auto& child : children)
+    outputs_.insert(outputs_.end(), child->outputs_.begin(), child->outputs_.end());
+  if (children.empty()) {
+    complete(nullptr);
+    return;
+  }
+  remaining_ = children.size();
+  // A child's future runs this on the completion thread (or here, when the
+  // child is done already), after the child's copy-outs: so the aggregate
+  // completes after every child's results are in place.
+  auto self = c10::intrusive_ptr<work_mccl>::reclaim_copy(this);
+  for (const auto& child : children)
+    child->future_->addCallback([self](c10::ivalue::Future& done) {
+      if (done.hasError()) {
+        std::lock_guard<std::mutex> guard{self->child_failure_mutex_};
+        if (!self->child_failure_)
+          self->child_failure_ = done.exception_ptr();
+      }
+      if (self->remaining_.fetch_sub(1) == 1)
+        self->complete(self->child_failure_);
+    });
+}
+
 void work_mccl::on_part_done() {
   if (remaining_.fetch_sub(1) != 1)
     return;
@@ -115,6 +159,10 @@ void work_mccl::complete(std::exception_ptr failure) {
     }
   }
   after_ = nullptr;
+  if (failure && error_slot_) {
+    int none = static_cast<int>(::c10d::ErrorType::SUCCESS);
+    error_slot_->compare_exchange_strong(none, static_cast<int>(error_type_of(failure)));
+  }
   finish(failure);
   if (failure)
     future_->setError(failure);

@@ -8,11 +8,13 @@
 #include <mccl/communicator.hpp>
 
 #include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,15 @@ public:
   /// only when every part succeeded), then completes this Work and its
   /// future. `source` is what sourceRank() reports (recv from any source).
   void track(std::vector<work> parts, std::function<void()> after = {}, int source = -1);
+
+  /// Where a failure of this Work is recorded, as c10d::ErrorType, unless
+  /// an earlier one was (the process group's getError()).
+  void record_failure_in(std::shared_ptr<std::atomic<int>> slot) { error_slot_ = std::move(slot); }
+
+  /// Completes once every work of `children` has, with the first failure
+  /// among them (the Work endCoalescing returns: the ops issued between
+  /// startCoalescing and endCoalescing). result() holds their outputs.
+  void track_children(const std::vector<c10::intrusive_ptr<work_mccl>>& children);
 
   /// Blocks until done; kNoTimeout still returns or throws within the op's
   /// deadline plus a grace period, so a caller never hangs.
@@ -52,6 +63,9 @@ private:
   std::function<void()> after_;
   std::atomic<std::size_t> remaining_{0};
   std::atomic<int> source_{-1};
+  std::shared_ptr<std::atomic<int>> error_slot_;
+  std::mutex child_failure_mutex_;
+  std::exception_ptr child_failure_;
 };
 
 } // namespace mccl::torch_backend

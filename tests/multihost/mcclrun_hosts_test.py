@@ -479,7 +479,7 @@ class PythonScriptTest(unittest.TestCase):
         self.script("show.py", "import os, sys; print(os.environ['RANK'], sys.executable)\n")
         result = self.run_in_tmp("show.py")
         self.assertEqual(result.returncode, 0, result.stderr)
-        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else PYTHON
+        python = PYTHON
         self.assertEqual(sorted(result.stdout.splitlines()),
                          [f"[0] 0 {python}", f"[1] 1 {python}"])
 

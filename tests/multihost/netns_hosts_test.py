@@ -27,7 +27,7 @@ import netns_hosts  # noqa: E402
 
 MCCLRUN = os.environ.get("MCCLRUN") or os.path.join(HERE, "..", "..", "tools", "mcclrun")
 MCCL_CHECK = None
-PYTHON = "/usr/bin/python3"
+PYTHON = sys.executable
 JOB_TIMEOUT = 120  # mcclrun's own --timeout; the subprocess gets a bit more
 SKIP = 77
 

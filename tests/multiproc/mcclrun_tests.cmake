@@ -2,7 +2,7 @@
 # even when no mccl binary builds.  The system interpreter is used on purpose:
 # it is what dev.sh installs and what mcclrun has to run on.
 add_test(NAME mcclrun_launcher
-         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/mcclrun_test.py)
+         COMMAND ${MCCL_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/mcclrun_test.py)
 set_tests_properties(mcclrun_launcher PROPERTIES
   TIMEOUT 120
   LABELS multiproc

@@ -4,6 +4,7 @@
 set -euo pipefail
 build_dir=$1
 source_dir=$2
+python=$3   # MCCL_PYTHON: the interpreter the package was built for
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
@@ -20,18 +21,22 @@ cc -std=c11 -Wall -Werror -I"$work/prefix/include" "$source_dir/examples/allredu
    -L"$work/prefix/lib" -lmccl -o "$work/allreduce_c"
 env -u RANK -u WORLD_SIZE LD_LIBRARY_PATH="$work/prefix/lib" "$work/allreduce_c" | grep -q "rank 0 of 1"
 # The Python package: importable from the prefix alone, loading the
-# installed libmccl (not the build tree's), with the numpy API working.
+# installed libmccl (not the build tree's), with the numpy API working, and
+# the torch backend registered when it was built.
 if [[ -f "$build_dir/python/mccl/__init__.py" ]]; then
-  pkg=$(find "$work/prefix" -type d -path '*/dist-packages/mccl' | head -n 1)
+  pkg=$(find "$work/prefix" -type d -path '*-packages/mccl' | head -n 1)
   [[ -n "$pkg" ]] || { echo "the Python package mccl was built but cmake --install left it out"; exit 1; }
-  env -u PYTHONPATH -u LD_LIBRARY_PATH /usr/bin/python3 - "$(dirname "$pkg")" "$work/prefix" <<'PY'
+  torch_built=0
+  compgen -G "$build_dir/python/mccl/_C*.so" >/dev/null && torch_built=1
+  env -u PYTHONPATH -u LD_LIBRARY_PATH "$python" - "$(dirname "$pkg")" "$work/prefix" "$torch_built" <<'PY'
 import sys
-site, prefix = sys.argv[1], sys.argv[2]
+site, prefix, torch_built = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 sys.path.insert(0, site)
 import numpy as np
 import mccl
 from mccl import distributed as md
 assert mccl.__file__.startswith(prefix), mccl.__file__
+assert mccl.TORCH_BACKEND == torch_built, (mccl.TORCH_BACKEND, torch_built)
 assert md.all_sum(np.ones(3, np.float32)).tolist() == [1.0, 1.0, 1.0]
 libs = [l.split()[-1] for l in open("/proc/self/maps") if "libmccl.so" in l]
 assert libs and all(l.startswith(prefix) for l in libs), libs

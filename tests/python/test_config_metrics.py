@@ -23,14 +23,14 @@ def config_precedence(rank, world, init_method):
     seen["timeout_env"] = cfg["timeout_ms"]
     dist.init_process_group("mccl", init_method=init_method, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
-    seen["default_group"] = dist.distributed_c10d._get_default_group().op_timeout_ms
+    seen["default_group"] = mccl.backend_of().op_timeout_ms
     # Python beats the environment.
     mccl.init(timeout_ms=4321)
-    seen["python_group"] = dist.new_group([0, 1]).op_timeout_ms
+    seen["python_group"] = mccl.backend_of(dist.new_group([0, 1])).op_timeout_ms
     # Neither set: the group's own timeout is the op deadline.
     mccl.reset_config()
     del os.environ["MCCL_TIMEOUT_MS"]
-    seen["plain_group"] = dist.new_group([0, 1], timeout=datetime.timedelta(seconds=42)).op_timeout_ms
+    seen["plain_group"] = mccl.backend_of(dist.new_group([0, 1], timeout=datetime.timedelta(seconds=42))).op_timeout_ms
     dist.destroy_process_group()
     return seen
 

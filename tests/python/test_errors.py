@@ -12,7 +12,6 @@ import harness
 
 def argument_errors_then_timeout(rank, world):
     import time
-    import warnings
     import torch
     import torch.distributed as dist
     import mccl
@@ -24,15 +23,15 @@ def argument_errors_then_timeout(rank, world):
             return str(e)
         raise AssertionError("no error raised")
 
-    warnings.filterwarnings("ignore", category=UserWarning)  # 1.13's deprecation notes
     found = {}
     # A tensor that is not on the CPU. This torch has no CUDA, so a meta
     # tensor stands in: mccl refuses anything not on the CPU the same way.
-    # (all_reduce itself goes through torch's dispatcher, which has no meta
-    # kernel; these calls reach the process group directly.)
+    # (torch's dispatcher answers meta tensors itself, without a backend;
+    # these calls go to mccl's backend directly.)
     meta = torch.empty(4, device="meta")
-    found["device"] = message_of(lambda: dist.all_reduce_coalesced([meta]))
-    found["device_base"] = message_of(lambda: dist._all_gather_base(meta, meta))
+    backend = mccl.backend_of()
+    found["device"] = message_of(lambda: backend.allreduce_coalesced([meta]))
+    found["device_base"] = message_of(lambda: backend._allgather_base(meta, meta))
     found["dtype"] = message_of(lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int16)))
     found["redop"] = message_of(lambda: dist.all_reduce(torch.zeros(4), op=dist.ReduceOp.BAND))
     found["list"] = message_of(lambda: dist.all_gather([torch.zeros(2)], torch.zeros(2)))

@@ -1,0 +1,163 @@
+"""The c10d::Backend calls of torch 2.x that the plain ops (test_ops.py) do
+not reach, through backend "mccl" on 2 and 3 ranks, each result checked
+against one computed here from every rank's input:
+
+- registration for CPU tensors (devices=["cpu"], "cpu:mccl" strings);
+- coalescing: _coalescing_manager over all_reduce, all_gather_into_tensor
+  and reduce_scatter_tensor (allreduce_coalesced,
+  allgather_into_tensor_coalesced, reduce_scatter_tensor_coalesced), and
+  batch_isend_irecv (startCoalescing / endCoalescing);
+- monitored_barrier, passing and naming a rank that never arrives;
+- the backend's getError after a failed op, and abort.
+"""
+
+import datetime
+import unittest
+
+import harness
+
+
+def _coalesced_ops(rank, world):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    report = {}
+    # all_reduce x3 inside the manager: one allreduce_coalesced.
+    ts = [torch.full((n,), float(rank + 1 + i)) for i, n in enumerate((3, 1, 5))]
+    with _coalescing_manager(async_ops=True) as cm:
+        for t in ts:
+            dist.all_reduce(t)
+    cm.wait()
+    report["allreduce"] = [t.tolist() for t in ts]
+
+    # all_gather_into_tensor x2: one allgather_into_tensor_coalesced.
+    ins = [torch.arange(2, dtype=torch.float32) + 10 * rank,
+           torch.arange(3, dtype=torch.float32) + 100 * rank]
+    outs = [torch.empty(world * t.numel()) for t in ins]
+    with _coalescing_manager(async_ops=True) as cm:
+        for o, i in zip(outs, ins):
+            dist.all_gather_into_tensor(o, i)
+    cm.wait()
+    report["allgather"] = [o.tolist() for o in outs]
+
+    # reduce_scatter_tensor x2: one reduce_scatter_tensor_coalesced.
+    ins = [torch.arange(world * 2, dtype=torch.float32) * (rank + 1),
+           torch.arange(world * 3, dtype=torch.float32) + rank]
+    outs = [torch.empty(2), torch.empty(3)]
+    with _coalescing_manager(async_ops=True) as cm:
+        for o, i in zip(outs, ins):
+            dist.reduce_scatter_tensor(o, i)
+    cm.wait()
+    report["reduce_scatter"] = [o.tolist() for o in outs]
+
+    # A ring exchange in one batch: startCoalescing / endCoalescing.
+    right, left = (rank + 1) % world, (rank - 1) % world
+    send = torch.full((4,), float(rank))
+    recv = torch.empty(4)
+    works = dist.batch_isend_irecv([dist.P2POp(dist.isend, send, right),
+                                    dist.P2POp(dist.irecv, recv, left)])
+    for w in works:
+        w.wait()
+    report["ring"] = recv.tolist()
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    report["supports_coalescing"] = backend.supports_coalescing
+    report["backend_of_cpu"] = dist.get_backend()
+    return report
+
+
+# torch.distributed.monitored_barrier itself accepts gloo only (torch
+# 2.13 checks the name); the backend's own monitored_barrier is what other
+# callers (and torch's gloo-free wrappers) reach.
+def _monitored_barrier_all_arrive(rank, world):
+    import mccl
+    backend = mccl.backend_of()
+    backend.monitored_barrier(timeout=datetime.timedelta(seconds=20))
+    backend.monitored_barrier(timeout=datetime.timedelta(seconds=20), wait_all_ranks=True)
+    return True
+
+
+def _monitored_barrier_rank_missing(rank, world):
+    import time
+    import mccl
+    missing = world - 1
+    if rank == missing:
+        # Never arrives: stays alive past rank 0's timeout, then leaves
+        # without destroying the group (the harness would wait on it).
+        time.sleep(4.0)
+        return "stayed away"
+    start = time.monotonic()
+    try:
+        mccl.backend_of().monitored_barrier(timeout=datetime.timedelta(seconds=1.5),
+                                            wait_all_ranks=True)
+    except Exception as e:  # noqa: BLE001 -- the message is what is checked
+        return {"error": str(e), "seconds": time.monotonic() - start}
+    return {"error": None}
+
+
+def _get_error_after_failure(rank, world):
+    import torch
+    import torch.distributed as dist
+    import mccl
+    backend = mccl.backend_of()
+    before = str(backend.get_error())
+    failed = None
+    if rank == 0:
+        # Rank 1 never sends: the receive fails at the op deadline.
+        try:
+            dist.recv(torch.empty(1), src=1, tag=7)
+        except Exception as e:  # noqa: BLE001
+            failed = str(e)
+    else:
+        import time
+        time.sleep(3.0)  # alive, silent, past rank 0's deadline
+    return {"before": before, "after": str(backend.get_error()), "failed": failed}
+
+
+class BackendApiTest(unittest.TestCase):
+    def test_coalesced_ops_and_batched_p2p(self):
+        for world in (2, 3):
+            with self.subTest(world=world):
+                reports = harness.run_ranks(_coalesced_ops, world)
+                for rank, rep in enumerate(reports):
+                    total = sum(range(1, world + 1))
+                    self.assertEqual(rep["allreduce"],
+                                     [[float(total + i * world)] * n for i, n in enumerate((3, 1, 5))])
+                    self.assertEqual(rep["allgather"][0],
+                                     [float(v + 10 * r) for r in range(world) for v in range(2)])
+                    self.assertEqual(rep["allgather"][1],
+                                     [float(v + 100 * r) for r in range(world) for v in range(3)])
+                    # Block `rank` of each input, summed over the ranks.
+                    want0 = [sum(float(j * (r + 1)) for r in range(world))
+                             for j in range(rank * 2, rank * 2 + 2)]
+                    want1 = [sum(float(j + r) for r in range(world))
+                             for j in range(rank * 3, rank * 3 + 3)]
+                    self.assertEqual(rep["reduce_scatter"], [want0, want1])
+                    self.assertEqual(rep["ring"], [float((rank - 1) % world)] * 4)
+                    self.assertTrue(rep["supports_coalescing"])
+                    self.assertEqual(rep["backend_of_cpu"], "mccl")
+
+    def test_monitored_barrier_passes_when_all_arrive(self):
+        self.assertEqual(harness.run_ranks(_monitored_barrier_all_arrive, 3), [True] * 3)
+
+    def test_monitored_barrier_names_the_rank_that_never_arrives(self):
+        reports = harness.run_ranks(_monitored_barrier_rank_missing, 3, pg_timeout=30.0)
+        rank0 = reports[0]
+        self.assertIsNotNone(rank0["error"], "rank 0 passed a barrier rank 2 never reached")
+        self.assertIn("rank 2 did not reach the barrier within 1500 ms", rank0["error"])
+        self.assertLess(rank0["seconds"], 10.0)
+        # Rank 1 is not answered: it fails too, and says whom to ask.
+        self.assertIsNotNone(reports[1]["error"])
+        self.assertIn("rank 0 did not answer", reports[1]["error"])
+
+    def test_get_error_reports_the_timeout_of_a_failed_op(self):
+        reports = harness.run_ranks(_get_error_after_failure, 2,
+                                    env={"MCCL_TIMEOUT_MS": "1500"})
+        self.assertIn("SUCCESS", reports[0]["before"])
+        self.assertIsNotNone(reports[0]["failed"])
+        self.assertIn("TIMEOUT", reports[0]["after"])
+        self.assertIn("SUCCESS", reports[1]["after"])
+
+
+if __name__ == "__main__":
+    unittest.main()
