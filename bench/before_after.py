@@ -12,7 +12,7 @@ round (below 1 is an improvement), with the number of rounds after won. Each bui
 (LD_LIBRARY_PATH set to the build directory), launched by the mcclrun of
 this checkout.
 
-Writes --out (default bench/before_after/): rows.jsonl with every row of
+Writes --out (default out/before_after/): rows.jsonl with every row of
 every run, and table.md.
 """
 
@@ -84,7 +84,7 @@ def main():
     p.add_argument("--iters", type=int, default=0)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--timeout", type=int, default=600)
-    p.add_argument("--out", default=os.path.join(HERE, "before_after"))
+    p.add_argument("--out", default=os.path.join(os.path.dirname(HERE), "out", "before_after"))
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     bench_args = ["-b", a.min, "-e", a.max, "-f", a.factor]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Broadcast at 16 and 8 ranks on one host: mccl's tree, chain and scatter_allgather
 # (mccl-bench -a) beside Open MPI sm, 64 KiB to 64 MiB, 3 rounds alternating; each
-# table goes to $OUT/bROUND_nRANKS_ALGO.txt. Bundle: tools/device_bundle.sh build out/cma.
+# table goes to $OUT/bROUND_nRANKS_ALGO.txt. Bundle: bench/device_bundle.sh build out/cma.
 OUT=${OUT:-/tmp/broadcast}; mkdir -p "$OUT"
 set -u
 BUNDLE=${BUNDLE:-out/cma}

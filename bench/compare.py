@@ -22,7 +22,7 @@ loopback TCP throughput (iperf3, one stream) and single-thread memcpy
 (mccl-reduce-bench). The table shows, per (op, size), the median over the
 rounds of each variant's p50 and busbw, and those ratios.
 
-Outputs go to --out (default bench/compare/): rows.jsonl (every row of every
+Outputs go to --out (default out/compare/): rows.jsonl (every row of every
 run; "label" names the variant, e.g. mccl, mccl-tcp, gloo:ring, mpi:sm, and
 "env" the variables compare.py set for it), table.md (the side-by-side
 table), limits.json, and plot.png when matplotlib is installed (Debian
@@ -291,7 +291,7 @@ def main():
                     help="skip mccl-tcp (MCCL_TRANSPORT=tcp); the TCP comparison columns stay empty")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per benchmark run")
     ap.add_argument("--build", default=os.environ.get("MCCL_BUILD_DIR", os.path.join(REPO, "build")))
-    ap.add_argument("--out", default=os.path.join(REPO, "bench", "compare"))
+    ap.add_argument("--out", default=os.path.join(REPO, "out", "compare"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     if not os.path.exists(os.path.join(args.build, "bench", "mccl-bench")):

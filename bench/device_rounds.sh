@@ -2,8 +2,8 @@
 # 16-rank allreduce: mccl (auto = shm), mccl (tcp), Open MPI (vader), Open MPI (tcp),
 # 3 rounds in rotated order, plus 4-rank 64 MiB mccl (auto) and Open MPI (sm).
 set -u
-# BUNDLE: the folder tools/device_bundle.sh made (carried to the machine);
-# bench/shm_16 used out/shm16 (rings only), bench/board_16 out/board16.
+# BUNDLE: the folder bench/device_bundle.sh made (carried to the machine);
+# The runs in docs/performance.md used out/shm16 (rings only) and out/board16.
 BUNDLE=${BUNDLE:-out/board16}
 export LD_LIBRARY_PATH=$PWD/$BUNDLE
 R=/tmp/res; mkdir -p $R

@@ -16,7 +16,7 @@
 # least as many CPUs as ranks (nproc), each gets an equal, disjoint share, as
 # mcclrun --bind-to auto gives mccl's ranks (--map-by slot:PE=K --bind-to
 # core, K = CPUs / N). On the 16-core machine the two measured alike within
-# the spread of runs (bench/RESULTS.md, "Scaling on 16 cores"); comparisons
+# the spread of runs (docs/performance.md, "Scaling on 16 cores"); comparisons
 # leave Open MPI unbound, as mpirun leaves more than 2 ranks on one socket.
 # Every run also gets --allow-run-as-root when run as root, and --variant
 # VARIANT for mpi-bench's JSON records.

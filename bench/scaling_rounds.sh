@@ -10,7 +10,7 @@
 # was slower and Open MPI alike: bench/scaling_16_bound/).
 #
 # 1. Pack (here, once; a Release build in build/):
-#      tools/device_bundle.sh build out/scaling
+#      bench/device_bundle.sh build out/scaling
 #    (mccl-bench, mccl_check, libmccl.so.0 and the CAF/ISA-L/Highway libraries it
 #    needs; about 7 MiB. out/ is git-ignored, so the device call must carry it.)
 # 2. On the device, ONE round per call: 20 cells, estimated 3-5 minutes (not yet
@@ -23,15 +23,15 @@
 #    scaling_round<R>/: one <system>_n<ranks>.txt per cell, device_info.txt,
 #    mpicxx.txt, schedule.txt, console.txt), rewritten after every cell, so what
 #    ran comes back even if the call is cut off.
-# 3. Here: unpack the tars side by side and make the table:
-#      mkdir -p bench/scaling_16 && for t in /work/.device/.../scaling_round*.tar; do tar -C bench/scaling_16 -xf $t; done
-#      python3 bench/scaling_table.py bench/scaling_16/scaling_round*
+# 3. Here: unpack the fetched tars (FETCHED: where they came back) and make the table:
+#      mkdir -p out/scaling_16 && for t in FETCHED/scaling_round*.tar; do tar -C out/scaling_16 -xf $t; done
+#      python3 bench/scaling_table.py out/scaling_16/scaling_round*
 #
 #   bash bench/scaling_rounds.sh [ROUNDS]   runs ROUNDS rounds (default 1) numbered
 #                                           ROUND, ROUND+1, ... in one call
 #
 # Settings (environment):
-#   BUNDLE     folder of tools/device_bundle.sh (default out/scaling); LD_LIBRARY_PATH
+#   BUNDLE     folder of bench/device_bundle.sh (default out/scaling); LD_LIBRARY_PATH
 #              is set to it. MCCL_BENCH overrides the binary (default $BUNDLE/mccl-bench)
 #   ROUND      number of the first round of this call (default 1): names the files
 #              and picks the rotation
@@ -53,7 +53,7 @@
 # $OUT/scaling_round<R>.tar after each cell.
 #
 # Local trial (2 cores: keep it tiny), e.g.
-#   tools/device_bundle.sh build /tmp/scaling_bundle
+#   bench/device_bundle.sh build /tmp/scaling_bundle
 #   BUNDLE=/tmp/scaling_bundle RANKS="2" SZ="-b 4 -e 64K -f 16 -n 3" bash bench/scaling_rounds.sh
 #   python3 bench/scaling_table.py /tmp/scaling_res/scaling_round1
 set -u

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every algorithm of allreduce, broadcast, allgather and reduce_scatter
 (and reduce) on mccl-sim at several world sizes: simulated time against
-the α–β model, as a markdown table (bench/RESULTS.md, "Simulated worlds").
+the α–β model, as a markdown table (docs/performance.md, "Simulated worlds").
 
     python3 bench/sim_table.py [--sim build/tools/mccl-sim] [--ranks 64 256 1024]
                                [--bytes 64M] [--jsonl out.jsonl] > table.md

@@ -5,7 +5,7 @@
 # $OUT/rROUND_nRANKS_OP_VARIANT.txt (VARIANT 0 = rings, 64K = single copy
 # from 64 KiB, mpi = Open MPI sm); bench/single_copy_table.py makes the
 # medians table. For the 16-core machine: pack the binaries with
-# tools/device_bundle.sh build out/cma and carry out/cma.
+# bench/device_bundle.sh build out/cma and carry out/cma.
 set -u
 BUNDLE=${BUNDLE:-out/cma}
 B=$PWD/$BUNDLE

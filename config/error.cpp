@@ -24,6 +24,31 @@ const char* to_string(errc code) noexcept {
   return "unknown";
 }
 
+const char* describe(errc code) noexcept {
+  switch (code) {
+    case errc::none: return "success";
+    case errc::invalid_config: return "a setting or environment variable has a bad value";
+    case errc::invalid_argument:
+      return "a call's arguments make no sense (null buffer, bad root, out-of-range dtype)";
+    case errc::unsupported: return "a valid request mccl does not implement";
+    case errc::rendezvous_failed:
+      return "the rendezvous store could not be reached or answered badly";
+    case errc::connect_failed: return "a peer could not be reached before the connect timeout";
+    case errc::handshake_refused:
+      return "a connection was refused (job token, protocol version, rank, communicator)";
+    case errc::timeout: return "an op passed its deadline (MCCL_TIMEOUT_MS)";
+    case errc::peer_lost:
+      return "a peer's connection closed or failed, or the peer went silent past the heartbeat "
+             "limit";
+    case errc::aborted: return "the communicator was aborted, by this rank or another";
+    case errc::protocol_error: return "a malformed or unexpected frame";
+    case errc::finalized: return "the communicator or runtime was already shut down";
+    case errc::internal: return "a bug in mccl: please report it";
+    case errc::desync: return "ranks issued different ops at the same sequence number";
+  }
+  return "unknown";
+}
+
 std::string quoted(const std::string& text) {
   std::string out = "\"";
   for (char c : text) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # 64 MiB (and 16 MiB) allreduce at 8 and 16 ranks, Rabenseifner against the
 # ring and the bidirectional ring, over TCP and shared memory, five rounds
-# rotated (bench/RESULTS.md, "Large allreduces on 16 cores").
+# rotated (docs/performance.md, "Large allreduces on 16 cores").
 #   BUNDLE=out/knomial bash bench/algos_16/large_both.sh
 set -u
 BUNDLE=${BUNDLE:-out/knomial}

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Large allreduces over loopback TCP on the 16-core machine: mccl (one
-# bundle made by tools/device_bundle.sh), Open MPI tcp, and a plain ring on
+# bundle made by bench/device_bundle.sh), Open MPI tcp, and a plain ring on
 # bare sockets (tcp_ring.cpp, one thread per rank, no library), at 2, 4, 8
 # and 16 ranks from 1 to 64 MiB, ROUNDS (default 2) rounds with the order
 # rotated; then the machine's memory bandwidth with 1 and 16 copying
 # processes (bench/memory_bandwidth.cpp). In one call:
 #   BUNDLE=out/final bash bench/busbw_16/floor.sh
-# Output of the run in bench/RESULTS.md: floor.txt; rows are
+# Figures of the last run: docs/performance.md; the raw output's rows are
 # "ranks impl round size busbw(GB/s)".
 set -u
 BUNDLE=${BUNDLE:-out/final}

@@ -2,13 +2,13 @@
 # The 16-rank 4 B allreduce over TCP before and after this change set
 # (reading the awaited links, compiled step plans shared between ops,
 # MCCL_SPIN_US=auto), with Open MPI tcp in the same call: two bundles made by
-# tools/device_bundle.sh, on the 16-core machine, in one call:
+# bench/device_bundle.sh, on the 16-core machine, in one call:
 #   BEFORE=out/p0 AFTER=out/final bash bench/latency_16/ab.sh
 # Prints p50 (µs): 16 ranks TCP, ROUNDS (default 7) rounds with the order
 # rotated, Open MPI tcp in each; 8 ranks TCP and 16 ranks shared memory (the
 # host board), 3 rounds; 16-rank large allreduces over TCP (busbw GB/s), 2
 # rounds, to check that bandwidth did not suffer; the kernel's floor for the
-# same pattern (rd_floor.cpp). Output of the run in bench/RESULTS.md: ab.txt.
+# same pattern (rd_floor.cpp). Figures of the last run: docs/performance.md.
 set -u
 BEFORE=${BEFORE:-out/p0}
 AFTER=${AFTER:-out/final}

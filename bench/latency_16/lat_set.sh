@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One measurement set of the 16-rank 4 B allreduce over TCP on the 16-core
-# machine: each bundle of BUNDLES (made by tools/device_bundle.sh) and Open
+# machine: each bundle of BUNDLES (made by bench/device_bundle.sh) and Open
 # MPI tcp, ROUNDS (default 5) rounds with the order rotated, 3000
 # iterations each (p50 µs, per iteration the slowest rank). In one call:
 #   BUNDLES="out/final out/head" bash bench/latency_16/lat_set.sh

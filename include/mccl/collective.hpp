@@ -257,7 +257,7 @@ std::vector<std::string> algorithm_names(op_kind kind);
 
 /// Makes `name` invocable as communicator::custom(name, ...) on every
 /// communicator: `factory` builds the collective's state machine (see
-/// this header and the README's "Writing a collective").
+/// this header and docs/custom-collectives.md).
 /// mccl's own algorithms are registered through the same registry.
 void register_collective(const std::string& name, algorithm_factory factory);
 

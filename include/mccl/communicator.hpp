@@ -62,8 +62,8 @@ struct comm_options {
   uint32_t comm_id = 0;
   /// Explicit settings for this communicator; they beat the environment.
   config_overrides overrides;
-  /// A fault-injection scenario for this communicator (README, "Fault
-  /// injection"), e.g. transport::parse_fault_scenario(json_text, "my test");
+  /// A fault-injection scenario for this communicator (docs/fault-injection.md),
+  /// e.g. transport::parse_fault_scenario(json_text, "my test");
   /// it replaces MCCL_FAULTS. Null: MCCL_FAULTS decides.
   std::shared_ptr<const transport::fault_scenario> faults;
 };

@@ -131,7 +131,7 @@ struct config {
   std::vector<int> host_of;
   /// Fault-injection scenario file (JSON); "" = no faults injected.
   std::string faults;
-  /// Where the fault report goes; "" = next to the scenario (see README).
+  /// Where the fault report goes; "" = next to the scenario (docs/fault-injection.md).
   std::string faults_report;
   /// Link preset that chunk_bytes and socket_buffer_bytes defaulted from.
   link_profile profile = link_profile::default_profile;

@@ -30,6 +30,10 @@ enum class errc : uint8_t {
 /// Stable lower-case name of an error code ("peer_lost").
 const char* to_string(errc code) noexcept;
 
+/// One line on what an error code means, for documentation and tools
+/// (docs/c-api.md's table is printed from it by mccl-docgen).
+const char* describe(errc code) noexcept;
+
 /// `text` in double quotes for an error message, with quotes, backslashes
 /// and control bytes escaped, so a stray newline or escape sequence in an
 /// environment variable cannot garble the log.

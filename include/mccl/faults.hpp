@@ -1,7 +1,7 @@
 #pragma once
 /// A fault-injection scenario: which faults to inject where and when, read
 /// from a JSON file (MCCL_FAULTS=path) or built in C++. The format, with one
-/// example per fault kind, is in examples/faults/ and the README.
+/// example per fault kind, is in examples/faults/ and docs/fault-injection.md.
 ///
 ///   {"seed": 7, "faults": [
 ///     {"kind": "corrupt", "link": "1->0", "seq": 3, "chunk": 0, "bits": 2},

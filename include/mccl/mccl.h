@@ -22,7 +22,7 @@
  * - ABI: MCCL_C_API_VERSION changes whenever a signature or a numeric value
  *   changes incompatibly; compare it with mccl_c_api_version() at run time.
  *   Functions are only ever added.
- * - Ops follow mccl's contract (README): every rank of a communicator calls
+ * - Ops follow mccl's contract (docs/c-api.md): every rank of a communicator calls
  *   the same collectives in the same order with matching arguments; buffers
  *   stay valid until the op is done. Every wait is bounded (MCCL_TIMEOUT_MS).
  * - Thread-safe: handles may be used from several threads.

@@ -1,6 +1,6 @@
 // mccl-sim: N ranks of mccl's engine in one process over a simulated
 // network with virtual time; prints the simulated time of one op next to
-// the α–β–γ model's prediction. README, "Simulating large worlds".
+// the α–β–γ model's prediction. docs/performance.md, "Simulating large worlds".
 
 #include "tools/mccl_sim/sim_run.hpp"
 

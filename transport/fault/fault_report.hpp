@@ -2,7 +2,7 @@
 /// The fault report: every fault this rank injected (fault_connection.hpp)
 /// and every reaction of the runtime it saw (NACK, retransmit, recovery,
 /// a peer declared dead, a link down, a peer's ABORT, each op's outcome),
-/// written at finalize as text and JSON (README, "Fault injection").
+/// written at finalize as text and JSON (docs/fault-injection.md).
 ///
 /// Thread-safe: links, the inline path, the fault clock and Work callbacks
 /// all record here.

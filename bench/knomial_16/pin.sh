@@ -1,2 +1,0 @@
-#!/bin/bash
-exec taskset -c "$RANK" "$@"
