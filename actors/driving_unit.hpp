@@ -1,0 +1,138 @@
+#pragma once
+/// driving_unit: a CAF execution unit of mccl's own, run by whichever thread
+/// drives a communicator's progress (the caller for a small op, the op
+/// thread otherwise), so that a communicator's actors exchange messages
+/// without a thread hop.
+///
+/// Why it works (CAF 0.17.6, scheduled_actor.cpp): enqueueing a message to
+/// an idle actor calls `eu->exec_later(actor)` on the execution unit the
+/// message was sent from (the sender's own unit when the sender is an
+/// actor), and a spawned actor is launched on the unit of its actor_config.
+/// So an actor spawned here (spawn()) and every actor it messages are queued
+/// on this unit and run when the driving thread calls drain(); a message
+/// between them costs a mailbox push and a queue push.
+///
+/// What leaves the unit: a message from a non-actor thread without a unit
+/// (anon_send) or from CAF's clock (delayed_send, request timeouts) goes to
+/// CAF's scheduler and resumes the actor on a CAF worker, whose later sends
+/// carry the worker's unit. Actors of this unit therefore take time from the
+/// driver (deliver()) instead of CAF timers, and non-actor code reaches them
+/// with deliver(), never anon_send.
+///
+/// Threads: exec_later may be called from any thread; a job pushed from a
+/// thread other than the one draining (a caller while the op thread drives,
+/// an actor running on a CAF worker) is kept for the next drain and
+/// announced through `wake`, so the driver runs a drain soon. drain() is
+/// called by one thread at a time (the communicator's driver).
+
+#include <caf/actor.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/actor_config.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/execution_unit.hpp>
+#include <caf/mailbox_element.hpp>
+#include <caf/resumable.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+namespace mccl::actors {
+
+class driving_unit final : public caf::execution_unit {
+public:
+  /// `wake` runs (on the pushing thread, outside any lock) when a job is
+  /// queued from a thread that is not draining: the driver's cue to drain.
+  explicit driving_unit(caf::actor_system& sys, std::function<void()> wake = {});
+
+  /// Hands jobs still queued to CAF's scheduler (their actors go on, on CAF
+  /// workers). A communicator drains until idle() first.
+  ~driving_unit() override;
+
+  driving_unit(const driving_unit&) = delete;
+  driving_unit& operator=(const driving_unit&) = delete;
+
+  /// Marks the calling thread as the unit's driver while it lives (the
+  /// engine's leader for one pass, and drain() itself): jobs it queues are
+  /// local pushes, run by its next drain without a wake-up.
+  class driver_scope {
+  public:
+    explicit driver_scope(driving_unit& unit)
+      : unit_(unit), before_(unit.driver_.exchange(std::this_thread::get_id())) {
+    }
+    ~driver_scope() { unit_.driver_.store(before_); }
+    driver_scope(const driver_scope&) = delete;
+    driver_scope& operator=(const driver_scope&) = delete;
+
+  private:
+    driving_unit& unit_;
+    std::thread::id before_;
+  };
+
+  /// CAF's hook: `job` (an actor with a new message, or a new actor) is
+  /// queued to run at the next drain. Non-blocking; any thread.
+  void exec_later(caf::resumable* job) override;
+
+  /// Runs queued jobs on the calling thread until none is left or
+  /// `max_jobs` resumes ran; jobs queued meanwhile by the running actors
+  /// run in the same call. Returns the number of resumes. Never blocks.
+  std::size_t drain(std::size_t max_jobs = std::numeric_limits<std::size_t>::max());
+
+  /// True when no job is queued.
+  bool idle() const;
+
+  /// What the unit did, for the "no thread hop on the op path" audit.
+  struct counters {
+    uint64_t local_pushes = 0;   ///< jobs queued by the draining thread itself
+    uint64_t foreign_pushes = 0; ///< jobs queued from another thread (each one a wake-up)
+    uint64_t resumes = 0;        ///< actor resumes run by drain()
+  };
+  counters stats() const;
+
+  /// Spawns a function-based actor launched on this unit: its first run and
+  /// every message that actors of this unit send it run at drain().
+  template <class F, class... Ts>
+  auto spawn(F fun, Ts&&... xs) {
+    caf::actor_config cfg{this};
+    using has_init = std::integral_constant<bool, true>;
+    return system().spawn_functor(has_init{}, cfg, fun, std::forward<Ts>(xs)...);
+  }
+
+  /// Sends `xs...` to `dest` as if from an actor of this unit (no sender):
+  /// `dest`, if idle, runs at the next drain instead of on a CAF worker.
+  template <class Handle, class... Ts>
+  void deliver(const Handle& dest, Ts&&... xs) {
+    auto* receiver = caf::actor_cast<caf::abstract_actor*>(dest);
+    if (receiver == nullptr)
+      return;
+    receiver->enqueue(caf::make_mailbox_element(nullptr, caf::make_message_id(), {},
+                                                std::forward<Ts>(xs)...),
+                      this);
+  }
+
+private:
+  bool on_driver_thread() const {
+    return driver_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+  }
+
+  /// Messages an actor handles per resume before the next queued actor's
+  /// turn, so one busy actor cannot starve the others of a drain.
+  static constexpr std::size_t max_throughput = 64;
+
+  std::function<void()> wake_;
+  mutable std::mutex mutex_;
+  std::deque<caf::resumable*> jobs_; // each holds one reference (CAF's)
+  std::atomic<std::thread::id> driver_{};
+  std::atomic<uint64_t> local_pushes_{0};
+  std::atomic<uint64_t> foreign_pushes_{0};
+  std::atomic<uint64_t> resumes_{0};
+};
+
+} // namespace mccl::actors

@@ -1,0 +1,207 @@
+// The driving unit (actors/driving_unit.hpp) under a real actor system with
+// CAF's workers running: actors spawned on it, and the actors they message,
+// run on the thread that drains it and nowhere else; a job queued from
+// another thread wakes the driver; supervision (monitor, down messages)
+// works on it; jobs left at destruction go on on CAF's workers.
+
+#include "actors/driving_unit.hpp"
+
+#include <caf/actor_system_config.hpp>
+#include <caf/all.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <set>
+#include <thread>
+#include <vector>
+
+using namespace mccl::actors;
+
+namespace {
+
+using ping_atom = caf::atom_constant<caf::atom("ping")>;
+using pong_atom = caf::atom_constant<caf::atom("pong")>;
+
+/// Where each handler ran, and how often.
+struct trace {
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  std::atomic<int> handled{0};
+  void ran() {
+    std::lock_guard<std::mutex> guard{mutex};
+    threads.insert(std::this_thread::get_id());
+    ++handled;
+  }
+};
+
+class DrivingUnit : public ::testing::Test {
+protected:
+  DrivingUnit() {
+    cfg_.set("scheduler.max-threads", static_cast<size_t>(2));
+    system_ = std::make_unique<caf::actor_system>(cfg_);
+  }
+  ~DrivingUnit() override {
+    system_->await_all_actors_done();
+  }
+
+  caf::actor_system_config cfg_;
+  std::unique_ptr<caf::actor_system> system_;
+};
+
+/// Answers each ping with a pong to the sender.
+caf::behavior ponger(caf::event_based_actor*, trace* t) {
+  return {[t](ping_atom, int n) {
+    t->ran();
+    return caf::make_message(pong_atom::value, n);
+  }};
+}
+
+/// Pings `peer` `rounds` times, one at a time, then quits.
+caf::behavior pinger(caf::event_based_actor* self, caf::actor peer, int rounds, trace* t) {
+  return {
+    [=](ping_atom, int n) {
+      t->ran();
+      self->send(peer, ping_atom::value, n);
+    },
+    [=](pong_atom, int n) {
+      t->ran();
+      if (n + 1 < rounds)
+        self->send(peer, ping_atom::value, n + 1);
+      else
+        self->quit();
+    },
+  };
+}
+
+TEST_F(DrivingUnit, ActorsOfTheUnitRunOnlyOnTheDrainingThread) {
+  trace t;
+  int wakes = 0;
+  driving_unit unit{*system_, [&] { ++wakes; }};
+  // This thread drives the unit, as an engine's leader does for its pass.
+  driving_unit::driver_scope driving{unit};
+  constexpr int rounds = 1000;
+  auto pong = unit.spawn(ponger, &t);
+  auto ping = unit.spawn(pinger, pong, rounds, &t);
+  unit.deliver(ping, ping_atom::value, 0);
+  // CAF's workers are idle and awake-able: had anything been handed to the
+  // scheduler, it would run there now.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(t.handled.load(), 0) << "an actor of the unit ran before the driver drained it";
+  std::size_t resumes = 0;
+  while (!unit.idle())
+    resumes += unit.drain();
+  // ping's first message, then per round: a ping handled by pong, a pong by ping.
+  EXPECT_EQ(t.handled.load(), 1 + 2 * rounds);
+  ASSERT_EQ(t.threads.size(), 1u);
+  EXPECT_EQ(*t.threads.begin(), std::this_thread::get_id());
+  auto s = unit.stats();
+  EXPECT_EQ(s.foreign_pushes, 0u) << "a message crossed threads";
+  EXPECT_EQ(wakes, 0);
+  EXPECT_GE(s.local_pushes, static_cast<uint64_t>(2 * rounds));
+  EXPECT_EQ(s.resumes, resumes);
+  caf::anon_send_exit(pong, caf::exit_reason::user_shutdown);
+  while (!unit.idle())
+    unit.drain();
+}
+
+TEST_F(DrivingUnit, AJobQueuedFromAnotherThreadWakesTheDriverAndRunsAtItsDrain) {
+  trace t;
+  std::atomic<int> wakes{0};
+  driving_unit unit{*system_, [&] { ++wakes; }};
+  driving_unit::driver_scope driving{unit};
+  auto pong = unit.spawn(ponger, &t);
+  auto ping = unit.spawn(pinger, pong, 3, &t);
+  while (!unit.idle())
+    unit.drain(); // the spawns' first runs
+  EXPECT_EQ(wakes.load(), 0);
+  std::thread other([&] { unit.deliver(ping, ping_atom::value, 0); });
+  other.join();
+  EXPECT_EQ(wakes.load(), 1);
+  EXPECT_EQ(unit.stats().foreign_pushes, 1u);
+  EXPECT_EQ(t.handled.load(), 0);
+  while (!unit.idle())
+    unit.drain();
+  EXPECT_EQ(t.handled.load(), 1 + 2 * 3);
+  ASSERT_EQ(t.threads.size(), 1u);
+  EXPECT_EQ(*t.threads.begin(), std::this_thread::get_id());
+  EXPECT_EQ(wakes.load(), 1) << "messages between the unit's actors woke the driver";
+  caf::anon_send_exit(pong, caf::exit_reason::user_shutdown);
+  while (!unit.idle())
+    unit.drain();
+}
+
+TEST_F(DrivingUnit, AMonitoringActorHearsOfAnExitOnTheDrivingThread) {
+  struct seen {
+    std::thread::id thread;
+    caf::error reason;
+    bool down = false;
+  } s;
+  driving_unit unit{*system_};
+  driving_unit::driver_scope driving{unit};
+  auto worker = unit.spawn([](caf::event_based_actor* self) -> caf::behavior {
+    return {[self](ping_atom, int) { self->quit(caf::sec::runtime_error); }};
+  });
+  auto supervisor = unit.spawn(
+    [&s](caf::event_based_actor* self, caf::actor watched) -> caf::behavior {
+      self->monitor(watched);
+      self->set_down_handler([self, &s](caf::down_msg& msg) {
+        s.down = true;
+        s.reason = msg.reason;
+        s.thread = std::this_thread::get_id();
+        self->quit();
+      });
+      return {[](pong_atom) {}};
+    },
+    worker);
+  while (!unit.idle())
+    unit.drain();
+  unit.deliver(worker, ping_atom::value, 0);
+  while (!unit.idle())
+    unit.drain();
+  EXPECT_TRUE(s.down);
+  EXPECT_EQ(s.reason, caf::sec::runtime_error);
+  EXPECT_EQ(s.thread, std::this_thread::get_id());
+  EXPECT_EQ(unit.stats().foreign_pushes, 0u);
+  (void)supervisor;
+}
+
+TEST_F(DrivingUnit, AMessageWithoutAUnitLeavesForCafsWorkers) {
+  // The boundary the header states: anon_send from a plain thread goes to
+  // CAF's scheduler, so the actor runs on a CAF worker, not here.
+  trace t;
+  driving_unit unit{*system_};
+  auto pong = unit.spawn(ponger, &t);
+  while (!unit.idle())
+    unit.drain();
+  auto reply = caf::scoped_actor{*system_};
+  reply->send(pong, ping_atom::value, 7);
+  reply->receive([](pong_atom, int n) { EXPECT_EQ(n, 7); },
+                 caf::after(std::chrono::seconds(10)) >> [] { FAIL() << "no pong from a CAF worker"; });
+  ASSERT_EQ(t.threads.size(), 1u);
+  EXPECT_NE(*t.threads.begin(), std::this_thread::get_id());
+  EXPECT_TRUE(unit.idle());
+  caf::anon_send_exit(pong, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(DrivingUnit, JobsLeftAtDestructionGoOnOnCafsWorkers) {
+  trace t;
+  caf::actor pong;
+  {
+    driving_unit unit{*system_};
+    pong = unit.spawn(ponger, &t);
+    unit.deliver(pong, ping_atom::value, 1);
+    EXPECT_FALSE(unit.idle());
+  } // the queued job goes to CAF's scheduler here
+  // The actor runs on (its first message and this one) and answers.
+  caf::scoped_actor self{*system_};
+  self->send(pong, ping_atom::value, 2);
+  self->receive([](pong_atom, int) {},
+                caf::after(std::chrono::seconds(10)) >> [] { FAIL() << "the actor did not run after its unit was gone"; });
+  EXPECT_GE(t.handled.load(), 1);
+  caf::anon_send_exit(pong, caf::exit_reason::user_shutdown);
+}
+
+} // namespace
