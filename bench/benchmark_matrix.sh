@@ -35,10 +35,10 @@ for ranks in $RANKS; do
       check=--check
       [[ "$compression" == topk ]] && check=--no-check
       echo "==> $OP: $ranks ranks, $transport, compression $compression" >&2
-      /usr/bin/python3 "$ROOT/tools/mcclrun" -n "$ranks" --timeout 600 --no-prefix \
+      python3 "$ROOT/tools/mcclrun" -n "$ranks" --timeout 600 --no-prefix \
         --env "MCCL_TRANSPORT=$transport" --env "MCCL_COMPRESSION=$compression" -- \
         "$BENCH" -o "$OP" -b "$MIN" -e "$MAX" -f 4 "$check" --json - \
-        | grep '^{' | /usr/bin/python3 -c '
+        | grep '^{' | python3 -c '
 import json, sys
 t, c = sys.argv[1], sys.argv[2]
 for line in sys.stdin:
@@ -49,7 +49,7 @@ for line in sys.stdin:
   done
 done
 
-/usr/bin/python3 - "$OUT" <<'PY'
+python3 - "$OUT" <<'PY'
 import json, sys, os
 out = sys.argv[1]
 rows = [json.loads(l) for l in open(os.path.join(out, "matrix.jsonl"))]

@@ -2,7 +2,7 @@
 """mccl-bench across emulated hosts on shaped links: busbw as a fraction of
 the shaped rate.
 
-    sudo /usr/bin/python3 bench/shaped_hosts.py [--hosts 3] [--ranks-per-host 1] [--rate 1gbit]
+    sudo "$(command -v python3)" bench/shaped_hosts.py [--hosts 3] [--ranks-per-host 1] [--rate 1gbit]
          [--shaper htb] [--networks 1] [--ops allreduce,allgather,broadcast] [-b 1M] [-e 64M]
          [--rounds 3] [--env K=V ...] [--variant 'NAME|K=V|K=V' ...]
 
@@ -77,7 +77,7 @@ def main():
         for rnd in range(opts.rounds):
             for name, env, bench_args in variants:
                 for op in opts.ops.split(","):
-                    argv = ["/usr/bin/python3", os.path.join(ROOT, "tools", "mcclrun"), "--ssh",
+                    argv = [sys.executable, os.path.join(ROOT, "tools", "mcclrun"), "--ssh",
                             hosts.ssh_command, "--hostfile", hostfile, "--timeout", "500",
                             "--no-prefix"]
                     for kv in opts.env + env:

@@ -8,7 +8,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-3}"; shift || true
 OUT="$ROOT/bench/torch_ddp"
-PY=/usr/bin/python3
+PY=${PYTHON:-python3}
 TRAIN=("$ROOT/examples/ddp_dummy_train.py" --steps 5 --warmup 1 --batch 2 --image 8 --threads 1 "$@")
 export PYTHONPATH="$ROOT/${MCCL_BUILD_DIR:-build}/python"
 mkdir -p "$OUT"

@@ -4,8 +4,6 @@ backend, measured and printed the way mccl-bench and mpi-bench do, so one
 parser (bench/scaling_table.py, bench/device_table.py) reads all three.
 
     python3 tools/mcclrun -n 2 -- python3 bench/torch_gloo_bench.py -b 4 -e 64K -f 16 -n 3
-    # here (Debian's torch 1.13 lives in /usr/bin/python3, not pyenv's python3):
-    /usr/bin/python3 tools/mcclrun -n 2 -- /usr/bin/python3 bench/torch_gloo_bench.py -b 4 -e 1M -f 16 -n 5
     # on the 16-core machine (torch 2.x): run by bench/scaling_rounds.sh
 
 Ranks come from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (env:// init, as

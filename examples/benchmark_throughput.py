@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare training runs of examples/ddp_dummy_train.py (--save-stats).
 
-    /usr/bin/python3 examples/benchmark_throughput.py --baseline base.json \
+    python3 examples/benchmark_throughput.py --baseline base.json \
         --ddp mccl_1.json gloo_1.json mccl_2.json gloo_2.json -o my_bench
 
 Runs with the same label (mccl, gloo, ... ; --label in the training script)
@@ -64,7 +64,7 @@ def main(argv=None):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed (Debian: python3-matplotlib, for /usr/bin/python3); no plots",
+        print("matplotlib is not installed (python3 -m pip install matplotlib); no plots",
               file=sys.stderr)
         return
     fig, ax = plt.subplots(figsize=(6, 4))

@@ -3,11 +3,11 @@
 data, over backend mccl or gloo, and report samples/s.
 
     # two ranks through mcclrun (or torchrun: RANK/WORLD_SIZE/MASTER_* env)
-    PYTHONPATH=build/python tools/mcclrun -n 2 /usr/bin/python3 examples/ddp_dummy_train.py --backend mccl
+    PYTHONPATH=build/python tools/mcclrun -n 2 python3 examples/ddp_dummy_train.py --backend mccl
     # the same with torch.multiprocessing.spawn
-    PYTHONPATH=build/python /usr/bin/python3 examples/ddp_dummy_train.py --spawn 2 --backend gloo
+    PYTHONPATH=build/python python3 examples/ddp_dummy_train.py --spawn 2 --backend gloo
     # one process, no process group: the baseline
-    /usr/bin/python3 examples/ddp_dummy_train.py --baseline
+    python3 examples/ddp_dummy_train.py --baseline
 
 The default model (--width 1000 --depth 8) has about 96M parameters. Every
 rank draws the same global batch from a generator seeded by --seed and the

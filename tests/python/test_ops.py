@@ -1,4 +1,4 @@
-"""Every torch.distributed op of torch 1.13 through backend "mccl", on 2 and
+"""Every torch.distributed op through backend "mccl" (torch 2.x), on 2 and
 3 ranks, against results computed independently in the test from every
 rank's input: all dtypes mccl has, every ReduceOp, contiguous and
 non-contiguous tensors, async ops with wait() and get_future(), and
@@ -73,7 +73,7 @@ def ops_matrix(rank, world):
     import warnings
     import torch
     # torch warns that the underscore and coalesced ops may go away; they are
-    # 1.13's ProcessGroup API, which is what this test covers.
+    # still the Backend API, which is what this test covers.
     warnings.filterwarnings("ignore", category=UserWarning)
     import torch.distributed as dist
     R = dist.ReduceOp
