@@ -30,9 +30,9 @@ mccl_status_t run_op(const char* fn, mccl_comm_t comm, mccl_work_t* out, Issue&&
 // Values from C may be anything an int holds: check them here, where the
 // message can say which argument is wrong.
 dtype to_dtype(mccl_dtype_t t) {
-  if (t < MCCL_FLOAT32 || t > MCCL_BOOL)
+  if (t < MCCL_FLOAT32 || t > MCCL_UINT64)
     throw error(errc::invalid_argument, "dtype " + std::to_string(static_cast<int>(t))
-                                          + " is not an mccl_dtype_t (0.." + std::to_string(MCCL_BOOL)
+                                          + " is not an mccl_dtype_t (0.." + std::to_string(MCCL_UINT64)
                                           + ")");
   return static_cast<dtype>(t);
 }

@@ -142,6 +142,10 @@ void finish_avg(dtype t, void* dst, std::size_t n, int world) {
     case dtype::uint8: return divide_ints_bytes<uint8_t>(dst, n, world);
     case dtype::int32: return divide_ints_bytes<int32_t>(dst, n, world);
     case dtype::int64: return divide_ints_bytes<int64_t>(dst, n, world);
+    case dtype::int16: return divide_ints_bytes<int16_t>(dst, n, world);
+    case dtype::uint16: return divide_ints_bytes<uint16_t>(dst, n, world);
+    case dtype::uint32: return divide_ints_bytes<uint32_t>(dst, n, world);
+    case dtype::uint64: return divide_ints_bytes<uint64_t>(dst, n, world);
     default:
       if (detail::divide_float_kernel(t, dst, n, world))
         return;

@@ -408,6 +408,10 @@ bool Reduce3(redop op, dtype t, void* dst, const void* a, const void* b, std::si
     case dtype::int32: return RunInt<int32_t>(op, dst, a, b, n);
     case dtype::int64: return RunInt<int64_t>(op, dst, a, b, n);
     case dtype::boolean: return RunBool(op, dst, a, b, n);
+    case dtype::int16: return RunInt<int16_t>(op, dst, a, b, n);
+    case dtype::uint16: return RunInt<uint16_t>(op, dst, a, b, n);
+    case dtype::uint32: return RunInt<uint32_t>(op, dst, a, b, n);
+    case dtype::uint64: return RunInt<uint64_t>(op, dst, a, b, n);
   }
   return false;
 }

@@ -45,10 +45,13 @@ class HostError(Exception):
 
 
 class Host:
-    def __init__(self, ssh, ips=(), slots=1, env=None, rdma=None):
+    def __init__(self, ssh, ips=(), slots=1, env=None, rdma=None, slots_given=True):
         self.ssh = ssh
         self.ips = list(ips)
         self.slots = slots
+        # False where the user stated no slots (the default 1): -n may then
+        # place more ranks there, as mlx.launch and mpirun do.
+        self.slots_given = slots_given
         self.env = dict(env or {})
         # RDMA device towards each host of the hostfile (None: no device).
         self.rdma = None if rdma is None else list(rdma)
@@ -89,7 +92,7 @@ def parse_hosts_arg(text):
         item = item.strip()
         if not item:
             raise HostError(f"--hosts {text!r}: empty host name")
-        name, slots = item, 1
+        name, slots, given = item, 1, True
         if item.startswith("["):
             close = item.find("]")
             if close < 0:
@@ -102,9 +105,13 @@ def parse_hosts_arg(text):
         elif item.count(":") == 1:
             name, slot_text = item.split(":")
             slots = parse_slots(slot_text, f"--hosts host {name}")
+        else:
+            given = False
+        if item.startswith("[") and not rest:
+            given = False
         if not name:
             raise HostError(f"--hosts: empty host name in {item!r}")
-        hosts.append(Host(name, slots=slots))
+        hosts.append(Host(name, slots=slots, slots_given=given))
     return hosts
 
 
@@ -149,7 +156,8 @@ def host_from_json(entry, index, path):
     if rdma is not None and (not isinstance(rdma, list) or not all(map(is_rdma_device, rdma))):
         raise HostError(f"{where}: \"rdma\" must be a list of RDMA device names or null, "
                         "one per host")
-    return Host(ssh, ips, slots, {k: str(v) for k, v in env.items()}, rdma)
+    return Host(ssh, ips, slots, {k: str(v) for k, v in env.items()}, rdma,
+                slots_given="slots" in entry)
 
 
 class Hostfile:
@@ -303,6 +311,12 @@ def place_ranks(hosts, total=None, per_host=None):
     else:
         capacity = sum(h.slots for h in hosts)
         want = capacity if total is None else total
+        if want > capacity and not any(h.slots_given for h in hosts):
+            # No slots stated: spread the ranks evenly, the first hosts
+            # taking one more where they do not divide.
+            base, extra = divmod(want, len(hosts))
+            counts = [base + (1 if i < extra else 0) for i in range(len(hosts))]
+            return _placements(hosts, counts)
         if want > capacity:
             raise HostError(f"-n {want} ranks do not fit the {capacity} slots of "
                             f"{len(hosts)} host(s) ("
@@ -313,6 +327,10 @@ def place_ranks(hosts, total=None, per_host=None):
             take = min(h.slots, want)
             counts.append(take)
             want -= take
+    return _placements(hosts, counts)
+
+
+def _placements(hosts, counts):
     placements = []
     for host, count in zip(hosts, counts):
         for local in range(count):

@@ -46,6 +46,10 @@ constexpr dtype dtype_of() {
   else if constexpr (std::is_same_v<T, int32_t>) return dtype::int32;
   else if constexpr (std::is_same_v<T, int64_t>) return dtype::int64;
   else if constexpr (std::is_same_v<T, bool>) return dtype::boolean;
+  else if constexpr (std::is_same_v<T, int16_t>) return dtype::int16;
+  else if constexpr (std::is_same_v<T, uint16_t>) return dtype::uint16;
+  else if constexpr (std::is_same_v<T, uint32_t>) return dtype::uint32;
+  else if constexpr (std::is_same_v<T, uint64_t>) return dtype::uint64;
   else static_assert(sizeof(T) == 0, "no mccl dtype for this element type");
 }
 

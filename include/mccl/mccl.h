@@ -65,6 +65,10 @@ typedef enum mccl_dtype {
   MCCL_INT32 = 6,
   MCCL_INT64 = 7,
   MCCL_BOOL = 8, /* one byte holding 0 or 1 */
+  MCCL_INT16 = 9,
+  MCCL_UINT16 = 10,
+  MCCL_UINT32 = 11,
+  MCCL_UINT64 = 12,
   /* Not dtypes: they make the type as wide as an int, so that any value a
      caller passes is representable and refused by name, not undefined. */
   MCCL_DTYPE_ENUM_MIN_ = -0x7fffffff - 1,

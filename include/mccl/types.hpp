@@ -20,6 +20,11 @@ enum class dtype : uint8_t {
   int32,
   int64,
   boolean,
+  // Appended after boolean: the values above are already on the wire.
+  int16,
+  uint16,
+  uint32,
+  uint64,
 };
 
 /// Bytes per element; 0 for a value outside the enum (e.g. decoded from a
@@ -35,6 +40,10 @@ inline std::size_t dtype_size(dtype t) noexcept {
     case dtype::int32: return 4;
     case dtype::int64: return 8;
     case dtype::boolean: return 1;
+    case dtype::int16: return 2;
+    case dtype::uint16: return 2;
+    case dtype::uint32: return 4;
+    case dtype::uint64: return 8;
   }
   return 0;
 }
@@ -51,6 +60,10 @@ inline const char* to_string(dtype t) noexcept {
     case dtype::int32: return "int32";
     case dtype::int64: return "int64";
     case dtype::boolean: return "bool";
+    case dtype::int16: return "int16";
+    case dtype::uint16: return "uint16";
+    case dtype::uint32: return "uint32";
+    case dtype::uint64: return "uint64";
   }
   return "unknown";
 }

@@ -7,6 +7,8 @@
     total = md.all_sum(np.arange(4, dtype=np.float32))
     rows = md.all_gather(x)                # concatenated along the first axis
     mine = md.sum_scatter(x)               # this rank's slice of the sum
+    parts = md.all_to_all(x)               # row block j goes to rank j
+    same = md.broadcast(x, root=0)         # rank 0's x on every rank
     md.send(x, dst=1); y = md.recv((4,), np.float32, src=0)
     work = md.all_sum_async(x); ...; total = work.wait()
     pairs = group.split(group.rank() % 2)
@@ -15,18 +17,26 @@
 MASTER_PORT) or mlx.launch (MLX_RANK with MLX_HOSTFILE, or the JACCL
 variables) put in the environment. Run alone, it is a group of one whose
 ops return copies; with strict=True that is an error instead. A second
-init() returns the same group. Every op takes `group=` (default: the world)
-and returns a new array of the input's kind; the inputs are not changed.
+init() returns the same group (a second init() naming another backend is an
+error: one process has one world). Every op takes `group=` (default: the
+world, made by init() on first use, as in MLX) and returns a new array of
+the input's kind; the inputs are not changed.
 
-The dtypes are those mccl supports: float32, float64, float16, int8, uint8,
-int32, int64 and bool for numpy; bfloat16 too for torch tensors. Failures
-raise mccl.MCCLError subclasses (mccl.errors) carrying the C++ error code.
-Ops are built on libmccl's C API (include/mccl/mccl.h) and release the GIL
-while they run.
+The dtypes are those mccl supports: float32, float64, float16, bfloat16
+(numpy through ml_dtypes.bfloat16, where installed), int8, int16, int32,
+int64, uint8, uint16, uint32, uint64 and bool; the same for torch tensors.
+Ranks must pass arrays of the same dtype and element count (a mismatch is
+an error); the shape is not compared across ranks: a rank passing (2, 3)
+where another passes (3, 2) gets a result of its own shape, filled in
+element order. Failures raise mccl.MCCLError subclasses (mccl.errors)
+carrying the C++ error code. Ops are built on libmccl's C API
+(include/mccl/mccl.h) and release the GIL while they run.
 """
 
 import atexit
 import ctypes
+import json
+import os
 import threading
 
 import numpy as np
@@ -37,16 +47,22 @@ from .errors import InvalidArgumentError
 # mccl_dtype_t and mccl_redop_t (include/mccl/mccl.h).
 _NUMPY_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16): 2,
                  np.dtype(np.int8): 4, np.dtype(np.uint8): 5, np.dtype(np.int32): 6,
-                 np.dtype(np.int64): 7, np.dtype(np.bool_): 8}
+                 np.dtype(np.int64): 7, np.dtype(np.bool_): 8, np.dtype(np.int16): 9,
+                 np.dtype(np.uint16): 10, np.dtype(np.uint32): 11, np.dtype(np.uint64): 12}
+_BFLOAT16 = 3
 _SUM, _MIN, _MAX = 0, 2, 3
 
 # MLX's backend names; mccl itself runs ring-style (TCP, shared memory) or
 # JACCL-style (RDMA, falling back to TCP where there is none).
 _BACKEND_TRANSPORT = {"any": None, "mccl": None, "ring": "tcp", "jaccl": "rdma"}
+# MLX backends mccl does not run. As in MLX when the backend is missing, a
+# process that is alone gets a group of one (strict=True: an error).
+_FOREIGN_BACKENDS = ("mpi", "nccl")
 
 _lock = threading.Lock()
 _runtime = None  # the C API runtime handle while any group exists
 _world = None
+_world_backend = None  # the backend= of the init() that made _world
 _groups = []  # every group this process made, finalized at exit
 
 
@@ -97,8 +113,13 @@ def init(strict=False, backend="any"):
     """The world group, made on the first call from the launcher's
     environment; later calls return the same group. `backend`: "any" or
     "mccl" (mccl picks the transport), "ring" (TCP and shared memory) or
-    "jaccl" (RDMA, falling back to TCP where there is none)."""
-    global _world
+    "jaccl" (RDMA, falling back to TCP where there is none). "mpi" and
+    "nccl" are MLX backends mccl does not run: a process started alone gets
+    a group of one, as MLX gives when the backend is missing (strict=True:
+    an error); a process of a launched job gets an error naming "any"."""
+    global _world, _world_backend
+    if backend in _FOREIGN_BACKENDS:
+        return _init_foreign(backend, strict)
     if backend not in _BACKEND_TRANSPORT:
         raise InvalidArgumentError(
             f"mccl.distributed.init: backend {backend!r} is not available; mccl runs "
@@ -106,6 +127,7 @@ def init(strict=False, backend="any"):
             "with mcclrun, torchrun or mlx.launch and use backend 'any')")
     with _lock:
         if _world is not None:
+            _check_same_backend(backend)
             return _world
         transport = _BACKEND_TRANSPORT[backend]
         if transport is not None:
@@ -113,7 +135,82 @@ def init(strict=False, backend="any"):
             set_settings(transport=transport)
         handle = _lib.new_handle("mccl_comm_from_env", _runtime_handle(), 1 if strict else 0)
         _world = _remember(Group(handle))
+        _world_backend = backend
         return _world
+
+
+def world():
+    """The group init() made, or None before init() (nothing is made)."""
+    return _world
+
+
+def launched_world_size():
+    """How many ranks the launcher's environment says this job has (1 when
+    the process was started alone, None when a launcher variable is there
+    but does not say). Makes no connection."""
+    env = os.environ
+    if env.get("WORLD_SIZE"):
+        return _int_or_none(env["WORLD_SIZE"])
+    if env.get("MLX_RANK"):
+        hostfile = env.get("MLX_HOSTFILE") or env.get("MLX_IBV_DEVICES")
+        try:
+            with open(hostfile) as f:
+                return len(json.load(f))
+        except (OSError, TypeError, ValueError):
+            return None
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"):
+        if env.get(name):
+            return _int_or_none(env[name])
+    return 1
+
+
+def _int_or_none(text):
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _launcher_variables():
+    names = ("WORLD_SIZE", "RANK", "MLX_RANK", "MLX_HOSTFILE", "MLX_JACCL_COORDINATOR",
+             "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+    return ", ".join(f"{n}={os.environ[n]}" for n in names if os.environ.get(n))
+
+
+def _init_foreign(backend, strict):
+    global _world, _world_backend
+    size = launched_world_size()
+    if size != 1:
+        raise InvalidArgumentError(
+            f"mccl.distributed.init(backend={backend!r}): mccl does not run MLX's {backend} backend, "
+            f"and this process is one of {size if size else 'several'} ranks "
+            f"({_launcher_variables()}): start the ranks with mcclrun, torchrun or mlx.launch and "
+            "use backend='any'")
+    if strict:
+        raise InvalidArgumentError(
+            f"mccl.distributed.init(backend={backend!r}, strict=True): mccl does not run MLX's "
+            f"{backend} backend; use backend='any' (or 'ring', 'jaccl')")
+    with _lock:
+        if _world is not None:
+            _check_same_backend(backend)
+            return _world
+        # Alone: the group of one that mccl_comm_from_env makes without a launcher.
+        handle = _lib.new_handle("mccl_comm_from_env", _runtime_handle(), 0)
+        _world = _remember(Group(handle))
+        _world_backend = backend
+        return _world
+
+
+def _check_same_backend(backend):
+    """A later init() asking for another backend than the world's would get
+    a group that is not what it asked for: say so instead."""
+    if backend in ("any", _world_backend):
+        return
+    raise InvalidArgumentError(
+        f"mccl.distributed.init(backend={backend!r}): this process's world group was already made "
+        f"with backend={_world_backend!r} (size {_world.size()}); one process has one world group. "
+        "Choose the backend in the first init() (or call init() without backend= to get the "
+        "existing group)")
 
 
 # ---- ops ------------------------------------------------------------------------
@@ -222,6 +319,41 @@ def sum_scatter_async(x, *, group=None):
     return _issue("mccl_reduce_scatter", g, (src.ptr, out.ptr, out.count, src.code, _SUM), out, src)
 
 
+def all_to_all(x, *, group=None, stream=None):
+    """`x` split along the first axis into size() equal blocks; block j goes
+    to rank j, and the result holds the blocks received, in rank order (same
+    shape as `x`). The first axis must divide by size()."""
+    return all_to_all_async(x, group=group).wait()
+
+
+def all_to_all_async(x, *, group=None):
+    g = _group(group)
+    src = _Buffer(x, "all_to_all")
+    rows = src.shape[0] if src.shape else 1
+    if rows % g.size() != 0:
+        raise InvalidArgumentError(f"mccl: all_to_all on rank {g.rank()}: the first axis ({rows}) "
+                                   f"does not divide by the group size {g.size()}")
+    out = src.empty()
+    return _issue("mccl_alltoall", g, (src.ptr, out.ptr, src.count // g.size(), src.code), out, src)
+
+
+def broadcast(x, root=0, *, group=None, stream=None):
+    """Rank `root`'s `x` on every rank (a new array of x's shape and dtype;
+    the others' `x` only gives the shape and dtype)."""
+    return broadcast_async(x, root, group=group).wait()
+
+
+def broadcast_async(x, root=0, *, group=None):
+    g = _group(group)
+    root = int(root)
+    if not 0 <= root < g.size():
+        raise InvalidArgumentError(f"mccl: broadcast on rank {g.rank()}: root {root} is not a rank "
+                                   f"of this group of {g.size()}")
+    src = _Buffer(x, "broadcast")
+    out = src.empty()
+    return _issue("mccl_broadcast", g, (src.ptr, out.ptr, src.count, src.code, root), out, src)
+
+
 def send(x, dst, *, group=None, stream=None):
     """Sends `x` to rank `dst`; returns `x` once it is sent. The receiver
     calls recv or recv_like with the same shape and dtype."""
@@ -291,10 +423,12 @@ class _Buffer:
         if isinstance(x, np.ndarray) or np.isscalar(x):
             x = np.ascontiguousarray(x)
             code = _NUMPY_DTYPES.get(x.dtype)
+            if code is None and _is_numpy_bfloat16(x.dtype):
+                code = _BFLOAT16
             if code is None:
                 raise InvalidArgumentError(
                     f"mccl: {op}: numpy dtype {x.dtype} is not supported; use one of "
-                    + ", ".join(str(d) for d in _NUMPY_DTYPES))
+                    + ", ".join(str(d) for d in _NUMPY_DTYPES) + " or ml_dtypes.bfloat16")
             self.ptr, self.count = x.ctypes.data, x.size
         elif _is_torch_tensor(x):
             if x.device.type != "cpu":
@@ -318,6 +452,18 @@ class _Buffer:
         return _Buffer(torch.empty(shape, dtype=self.array.dtype), self.op)
 
 
+def _is_numpy_bfloat16(dtype):
+    """ml_dtypes.bfloat16 (what JAX and numpy users hold bfloat16 in); it
+    is only looked up when a dtype is not one of numpy's own."""
+    ml_dtypes = __import__("sys").modules.get("ml_dtypes")
+    if ml_dtypes is None and dtype.name == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            return False
+    return ml_dtypes is not None and dtype == np.dtype(ml_dtypes.bfloat16)
+
+
 def _is_torch_tensor(x):
     torch = __import__("sys").modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)
@@ -325,8 +471,14 @@ def _is_torch_tensor(x):
 
 def _torch_dtypes():
     import torch
-    return {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3,
-            torch.int8: 4, torch.uint8: 5, torch.int32: 6, torch.int64: 7, torch.bool: 8}
+    codes = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3,
+             torch.int8: 4, torch.uint8: 5, torch.int32: 6, torch.int64: 7, torch.bool: 8,
+             torch.int16: 9}
+    # torch's unsigned types beyond uint8 exist from torch 2.3.
+    for name, code in (("uint16", 10), ("uint32", 11), ("uint64", 12)):
+        if hasattr(torch, name):
+            codes[getattr(torch, name)] = code
+    return codes
 
 
 def _peer(group, peer, op):
@@ -361,11 +513,11 @@ def _finalized():
 @atexit.register
 def _shutdown():
     """Finalizes every group, newest first, then lets the runtime stop."""
-    global _runtime, _world
+    global _runtime, _world, _world_backend
     with _lock:
         while _groups:
             _groups.pop()._close()
-        _world = None
+        _world = _world_backend = None
         if _runtime is not None:
             _lib.lib.mccl_runtime_destroy(_runtime)
             _runtime = None

@@ -26,10 +26,13 @@ From MLX to here:
 
 - Groups. `group=` takes an `mccl.distributed` group (MLX's
   `mx.distributed.Group`: `md.init()`, `group.split(...)`) or a
-  torch.distributed process group; `group=None` is torch's default group,
-  and when torch.distributed is not initialized a group of one rank (as
-  `mx.distributed.init()` without a backend), so a model sharded "over one
-  rank" runs unsharded.
+  torch.distributed process group. `group=None` is the global group, as in
+  MLX: torch's default process group when torch.distributed is initialized,
+  else the group `md.init()` made. When neither exists, a process started
+  alone is a group of one (a model sharded "over one rank" runs unsharded);
+  a process of a launched job (WORLD_SIZE, MLX_RANK, ... say it has
+  company) raises ValueError asking for `md.init()` first, never working
+  silently on its own shard or gradients.
 - Names follow torch: `AllToShardedLinear(in_features, out_features,
   bias=True, group=None, device=None, dtype=None)` where MLX has
   `(input_dims, output_dims, bias, group)`; `from_linear(linear,
@@ -72,7 +75,9 @@ From MLX to here:
   <= 0: one all-reduce per tensor); where MLX falls back to one all-reduce
   per tensor when dtypes are mixed, here each dtype gets its own buckets.
   `communication_type` (e.g. torch.bfloat16) is the dtype on the wire; the
-  result keeps each tensor's dtype. The input is not modified; with one
+  result keeps each tensor's dtype. Integer leaves are summed exactly in
+  their own dtype and divided truncating toward zero (mccl's integer avg);
+  bool leaves are refused by name. The input is not modified; with one
   rank it is returned as is.
 
 Not here: MLX's uneven splits (`sizes=`), fractional segments, callable
@@ -110,19 +115,52 @@ _SPLIT = {ALL_TO_SHARDED: ("out_features", 0), SHARDED_TO_ALL: ("in_features", 1
 # Communication. Everything below talks to a group through these two, so
 # another kind of group needs changes here only.
 
+def _global_group():
+    """What group=None means: torch's default process group (returned as
+    None, which torch.distributed reads so), else md.init()'s group, else
+    a group of one for a process started alone. A process that the
+    launcher's environment gives company but that made no group raises:
+    working on its own would train or shard wrong without a word."""
+    if dist.is_available() and dist.is_initialized():
+        return None
+    world = md.world()
+    if world is not None:
+        return world
+    size = md.launched_world_size()
+    if size == 1:
+        return _ALONE
+    raise ValueError(
+        f"mccl.nn: group=None means the global group, but this process is one of "
+        f"{size if size else 'several'} ranks ({md._launcher_variables()}) and neither "
+        "mccl.distributed.init() nor torch.distributed.init_process_group() has run: call "
+        "md.init() first (or pass group=)")
+
+
+class _Alone:
+    """The group of one of a process started alone."""
+
+
+_ALONE = _Alone()
+
+
+def _resolve(group):
+    return _global_group() if group is None else group
+
+
 def _group_size_rank(group):
     """(size, this rank) of `group`: an mccl.distributed group, a
-    torch.distributed process group, or None for torch's default group (a
-    group of one when torch.distributed is not initialized)."""
+    torch.distributed process group, or None for the global group."""
+    group = _resolve(group)
     if isinstance(group, md.Group):
         return group.size(), group.rank()
-    if group is None and not dist.is_initialized():
+    if group is _ALONE:
         return 1, 0
     return dist.get_world_size(group), dist.get_rank(group)
 
 
 def _all_reduce_sum(tensor, group):
     """Sums `tensor` over `group` in place and returns it."""
+    group = _resolve(group)
     if isinstance(group, md.Group):
         return tensor.copy_(md.all_sum(tensor, group=group))
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
@@ -481,20 +519,27 @@ def average_gradients(grads, group=None, all_reduce_size=32 * 1024**2, communica
                                                and communication_type.is_floating_point):
         raise ValueError(f"mccl.nn: communication_type={communication_type!r}: "
                          "expected None or a floating torch dtype")
+    group = _resolve(group)
     size = _group_size_rank(group)[0]
-    if size == 1:
-        return grads
     tensors = list(_leaves(grads))
     for t in tensors:
         if t is not None and not isinstance(t, torch.Tensor):
             raise TypeError(f"mccl.nn: average_gradients takes tensors and None in dicts, lists and "
                             f"tuples, got {type(t).__name__}")
+        if t is not None and t.dtype == torch.bool:
+            raise TypeError("mccl.nn: average_gradients: a torch.bool leaf has no average; "
+                            "leave it out of the gradients")
+    if size == 1:
+        return grads
     averaged = list(tensors)
     with torch.no_grad():
         for bucket in _buckets(tensors, all_reduce_size, communication_type):
             flat = torch.cat([tensors[i].reshape(-1) for i in bucket])
-            wire = flat if communication_type is None else flat.to(communication_type)
-            flat = _all_reduce_sum(wire, group).to(flat.dtype).div_(size)
+            if flat.is_floating_point() or flat.is_complex():
+                wire = flat if communication_type is None else flat.to(communication_type)
+                flat = _all_reduce_sum(wire, group).to(flat.dtype).div_(size)
+            else:  # exact integer sum, then mccl's integer avg: truncate toward zero
+                flat = torch.div(_all_reduce_sum(flat, group), size, rounding_mode="trunc")
             parts = flat.split([tensors[i].numel() for i in bucket])
             for i, part in zip(bucket, parts):
                 averaged[i] = part.view(tensors[i].shape)

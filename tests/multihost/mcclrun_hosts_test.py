@@ -479,9 +479,9 @@ class PythonScriptTest(unittest.TestCase):
         self.script("show.py", "import os, sys; print(os.environ['RANK'], sys.executable)\n")
         result = self.run_in_tmp("show.py")
         self.assertEqual(result.returncode, 0, result.stderr)
-        python = PYTHON
+        # The interpreter running mcclrun, not the first python3 on PATH.
         self.assertEqual(sorted(result.stdout.splitlines()),
-                         [f"[0] 0 {python}", f"[1] 1 {python}"])
+                         [f"[0] 0 {PYTHON}", f"[1] 1 {PYTHON}"])
 
     def test_python_shebang_without_exec_bit(self):
         self.script("tool", "#!/usr/bin/env python3\nprint('tool ran')\n")
@@ -505,13 +505,30 @@ class PythonScriptTest(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(sorted(result.stdout.splitlines()), ["[0] shell ran", "[1] shell ran"])
 
-    def test_remote_hosts_use_their_python3(self):
-        self.script("show.py", "print('ok')\n")
+    def test_remote_hosts_use_mccluns_python(self):
+        self.script("show.py", "import sys; print(sys.executable)\n")
         result = mcclrun("--hosts", "n1", "--ssh", SSH, "--master-port", "29999", "--verbose",
                          "--cwd", self.tmp.name, "show.py")
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertEqual(result.stdout.splitlines(), ["[0] ok"])
-        self.assertRegex(result.stderr, r"mcclrun: rank 0 on n1 \(via .*\): .* python3 show\.py\n")
+        self.assertEqual(result.stdout.splitlines(), [f"[0] {PYTHON}"])
+        self.assertIn(f" {PYTHON} show.py\n", result.stderr)
+
+    def test_remote_host_without_that_python_says_so_and_uses_python3(self):
+        # mcclrun runs through a link to this interpreter that the "remote"
+        # side removes before the rank starts: the path is not there.
+        link = os.path.join(self.tmp.name, "linked-python3")
+        os.symlink(PYTHON, link)
+        remove_then_ssh = "rm -f " + shlex.quote(link) + "; exec " + SSH + ' "$@"'
+        ssh = "sh -c " + shlex.quote(remove_then_ssh) + " sh"
+        self.script("show.py", "print('ran')\n")
+        result = subprocess.run([link, MCCLRUN, "--hosts", "n1", "--ssh", ssh, "--master-port",
+                                 "29999", "--cwd", self.tmp.name, "show.py"],
+                                stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                timeout=CALL_TIMEOUT)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.splitlines(), ["[0] ran"])
+        self.assertIn(f"mcclrun: {link} is not on ", result.stderr)
+        self.assertIn("running python3 from its PATH (give --python)", result.stderr)
 
     def test_missing_script_is_named(self):
         result = self.run_in_tmp("missing.py")

@@ -23,7 +23,9 @@ constexpr redop all_ops[] = {redop::sum, redop::prod, redop::min,  redop::max,
                              redop::avg, redop::band, redop::bor,  redop::bxor};
 constexpr dtype all_types[] = {dtype::float32, dtype::float64, dtype::float16,
                                dtype::bfloat16, dtype::int8,   dtype::uint8,
-                               dtype::int32,   dtype::int64,   dtype::boolean};
+                               dtype::int32,   dtype::int64,   dtype::boolean,
+                               dtype::int16,   dtype::uint16,  dtype::uint32,
+                               dtype::uint64};
 constexpr std::size_t sizes[] = {0, 1, 3, 17, 64, 1000, 4099};
 
 
@@ -211,7 +213,7 @@ std::vector<T> random_values(dtype t, std::size_t n, std::mt19937_64& rng) {
 template <class T>
 T expected(dtype t, redop op, T a, T b) {
   if constexpr (std::is_same_v<T, uint16_t>)
-    return ref_op16(t, op, a, b);
+    return t == dtype::uint16 ? ref_op<T>(op, a, b) : ref_op16(t, op, a, b);
   else if constexpr (std::is_same_v<T, uint8_t>)
     return t == dtype::boolean ? ref_bool(op, a, b) : ref_op<T>(op, a, b);
   else
@@ -223,7 +225,9 @@ T expected(dtype t, redop op, T a, T b) {
 template <class T>
 ::testing::AssertionResult same(dtype t, T got, T want) {
   bool ok;
-  if constexpr (std::is_same_v<T, uint16_t>) {
+  if (t == dtype::uint16) {
+    ok = got == want;
+  } else if constexpr (std::is_same_v<T, uint16_t>) {
     const fmt16 f = t == dtype::float16 ? f16_fmt : bf16_fmt;
     ok = is_nan16(f, want) ? is_quiet_nan16(f, got) : got == want;
   } else if constexpr (std::is_floating_point_v<T>) {
@@ -320,6 +324,10 @@ void check_supported(redop op, dtype t) {
     case dtype::boolean: return check_all_shapes<uint8_t>(op, t);
     case dtype::int32: return check_all_shapes<int32_t>(op, t);
     case dtype::int64: return check_all_shapes<int64_t>(op, t);
+    case dtype::int16: return check_all_shapes<int16_t>(op, t);
+    case dtype::uint16: return check_all_shapes<uint16_t>(op, t);
+    case dtype::uint32: return check_all_shapes<uint32_t>(op, t);
+    case dtype::uint64: return check_all_shapes<uint64_t>(op, t);
   }
   FAIL() << "not a dtype: " << static_cast<int>(t);
 }
@@ -357,6 +365,18 @@ TEST(reduce, names) {
   EXPECT_EQ(dtype_size(dtype::bfloat16), 2u);
   EXPECT_EQ(dtype_size(dtype::boolean), 1u);
   EXPECT_EQ(dtype_size(static_cast<dtype>(42)), 0u);
+  EXPECT_STREQ(to_string(dtype::int16), "int16");
+  EXPECT_STREQ(to_string(dtype::uint16), "uint16");
+  EXPECT_STREQ(to_string(dtype::uint32), "uint32");
+  EXPECT_STREQ(to_string(dtype::uint64), "uint64");
+  EXPECT_EQ(dtype_size(dtype::int16), 2u);
+  EXPECT_EQ(dtype_size(dtype::uint16), 2u);
+  EXPECT_EQ(dtype_size(dtype::uint32), 4u);
+  EXPECT_EQ(dtype_size(dtype::uint64), 8u);
+  // Values travel on the wire and through the C API: appended, never renumbered.
+  EXPECT_EQ(static_cast<int>(dtype::boolean), 8);
+  EXPECT_EQ(static_cast<int>(dtype::int16), 9);
+  EXPECT_EQ(static_cast<int>(dtype::uint64), 12);
 }
 
 TEST(reduce, every_supported_pair_matches_scalar_reference) {
@@ -372,8 +392,8 @@ TEST(reduce, every_supported_pair_matches_scalar_reference) {
         if (HasFatalFailure())
           return;
       }
-    // 4 floats x 5 ops + 4 ints x 8 ops + bool x 7 ops.
-    EXPECT_EQ(checked, 59);
+    // 4 floats x 5 ops + 8 ints x 8 ops + bool x 7 ops.
+    EXPECT_EQ(checked, 91);
   });
 }
 
@@ -657,6 +677,20 @@ TEST(reduce, avg_over_world) {
     EXPECT_EQ(u[0], 0);
     finish_avg(dtype::uint8, u + 1, 1, 1);
     EXPECT_EQ(u[1], 3);
+
+    int16_t s16[] = {-7, 7};
+    finish_avg(dtype::int16, s16, 2, 2);
+    EXPECT_EQ(s16[0], -3);
+    EXPECT_EQ(s16[1], 3);
+    uint16_t u16[] = {65535};
+    finish_avg(dtype::uint16, u16, 1, 2);
+    EXPECT_EQ(u16[0], 32767);
+    uint32_t u32[] = {4294967295u};
+    finish_avg(dtype::uint32, u32, 1, 3);
+    EXPECT_EQ(u32[0], 1431655765u);
+    uint64_t u64[] = {18446744073709551615ull};  // above int64's range: no signed detour
+    finish_avg(dtype::uint64, u64, 1, 5);
+    EXPECT_EQ(u64[0], 3689348814741910323ull);
 
     float f = 1;
     EXPECT_THROW(finish_avg(dtype::float32, &f, 1, 0), error);
