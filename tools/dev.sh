@@ -33,8 +33,9 @@ REQUIRED_PACKAGES=(
 # the torch backend, the tools and the tests are built for and run with
 # (CMake's MCCL_PYTHON). numpy: mccl.distributed; torch: the backend (2.13 is
 # the release tested; a torch 2.4 or newer already installed is kept);
-# matplotlib: the examples' plots. Extend here, nowhere else.
-PYTHON_PACKAGES=(numpy matplotlib)
+# matplotlib: the examples' plots; ml_dtypes: numpy bfloat16 arrays for
+# mccl.distributed (and its test). Extend here, nowhere else.
+PYTHON_PACKAGES=(numpy matplotlib ml_dtypes)
 TORCH_REQUIREMENT="torch==2.13.0"
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -19,11 +19,16 @@ dtype to_mccl(at::ScalarType t, const op_context& ctx) {
     case at::kInt: return dtype::int32;
     case at::kLong: return dtype::int64;
     case at::kBool: return dtype::boolean;
+    case at::kShort: return dtype::int16;
+    case at::kUInt16: return dtype::uint16;
+    case at::kUInt32: return dtype::uint32;
+    case at::kUInt64: return dtype::uint64;
     default: break;
   }
   ctx.fail(errc::unsupported, std::string("dtype ") + c10::toString(t)
                                 + " is not supported (mccl has float32, float64, float16, "
-                                  "bfloat16, int8, uint8, int32, int64 and bool)");
+                                  "bfloat16, int8, uint8, int16, uint16, int32, uint32, int64, "
+                                  "uint64 and bool)");
 }
 
 redop to_mccl(const ::c10d::ReduceOp& op, const op_context& ctx) {

@@ -32,11 +32,11 @@ def argument_errors_then_timeout(rank, world):
     backend = mccl.backend_of()
     found["device"] = message_of(lambda: backend.allreduce_coalesced([meta]))
     found["device_base"] = message_of(lambda: backend._allgather_base(meta, meta))
-    found["dtype"] = message_of(lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int16)))
+    found["dtype"] = message_of(lambda: dist.all_reduce(torch.zeros(4, dtype=torch.float8_e4m3fn)))
     found["redop"] = message_of(lambda: dist.all_reduce(torch.zeros(4), op=dist.ReduceOp.BAND))
     found["list"] = message_of(lambda: dist.all_gather([torch.zeros(2)], torch.zeros(2)))
     found["mccl_error"] = isinstance(
-        _raised(lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int16))), mccl.MCCLError)
+        _raised(lambda: dist.all_reduce(torch.zeros(4, dtype=torch.float8_e4m3fn))), mccl.MCCLError)
     dist.barrier()  # argument errors left the communicator usable
 
     # The group's timeout (3 s here) bounds an op that rank 1 never joins;

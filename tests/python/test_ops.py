@@ -12,7 +12,8 @@ import unittest
 
 import harness
 
-DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64", "bool"]
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "uint16", "int32",
+          "uint32", "int64", "uint64", "bool"]
 REDOPS = ["SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "AVG"]
 COUNT = 7
 
