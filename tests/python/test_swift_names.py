@@ -31,7 +31,7 @@ SWIFT_NAMES = {
     "averageGradients": (None, ["mccl_allreduce"], "mccl.nn.average_gradients"),
     "sumGradients": (None, ["mccl_allreduce"], "mccl.nn.sum_gradients"),
 }
-DOCS = [os.path.join(ROOT, "docs", name) for name in ("mlx.md", "mlx-additions.md")]
+DOCS = [os.path.join(ROOT, "docs", "mlx.md")]
 
 
 def resolve(dotted):
