@@ -317,6 +317,12 @@ void comm_core::finalize(std::chrono::milliseconds flush, bool await_actors) {
   std::lock_guard<std::mutex> guard{finalize_mutex_};
   if (finalized_.exchange(true))
     return;
+  {
+    // Finalizing is not an abort: the callbacks never run, and what they
+    // hold goes now.
+    std::lock_guard<std::mutex> abort_guard{abort_mutex_};
+    abort_callbacks_.clear();
+  }
   if (op_thread_)
     op_thread_->stop();
   // A thread that leads for its own op lets go once that op ended; finalize
@@ -385,6 +391,26 @@ void comm_core::needs_driver(driver_kind who) {
 void comm_core::aborted(errc code, const std::string& why, int origin) {
   if (progress_)
     caf::anon_send(progress_, aborted_atom::value, code, why, origin);
+  std::vector<std::function<void(const error&)>> callbacks;
+  error e{code, why};
+  {
+    std::lock_guard<std::mutex> guard{abort_mutex_};
+    aborted_with_ = e;
+    callbacks.swap(abort_callbacks_);
+  }
+  for (auto& cb : callbacks)
+    cb(e);
+}
+
+void comm_core::on_abort(std::function<void(const error&)> cb) {
+  std::unique_lock<std::mutex> lock{abort_mutex_};
+  if (!aborted_with_) {
+    abort_callbacks_.push_back(std::move(cb));
+    return;
+  }
+  auto e = *aborted_with_;
+  lock.unlock();
+  cb(e);
 }
 
 void comm_core::link_lost(int peer, const std::string& why) {

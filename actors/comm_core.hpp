@@ -32,6 +32,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -95,6 +96,9 @@ public:
   bool status(std::vector<engine::op_status>& out, std::chrono::milliseconds timeout);
   /// True once the communicator aborted or was finalized.
   bool closed() const { return engine_->closed(); }
+  /// communicator::on_abort: `cb` runs once when the communicator aborts
+  /// (at once when it has).
+  void on_abort(std::function<void(const error&)> cb);
 
   // ---- for the drivers and the actors
 
@@ -165,6 +169,10 @@ private:
   std::array<bool, 32> algo_named_{};
   std::vector<uint64_t> next_message_; ///< sends issued, by peer
   uint64_t next_id_ = 1;    ///< 0 means "no op" to the engine
+  /// on_abort's callbacks, run (and dropped) at the abort.
+  std::mutex abort_mutex_;
+  std::vector<std::function<void(const error&)>> abort_callbacks_;
+  std::optional<error> aborted_with_;
   std::mutex finalize_mutex_;
   std::atomic<bool> finalized_{false};
 };

@@ -181,6 +181,10 @@ void communicator::abort(const std::string& reason) {
     p.core->abort(reason);
 }
 
+void communicator::on_abort(std::function<void(const error&)> cb) {
+  checked().core->on_abort(std::move(cb));
+}
+
 void communicator::finalize() {
   if (impl_)
     impl_->finalize();

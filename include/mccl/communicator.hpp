@@ -22,6 +22,7 @@
 #include <mccl/work.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -245,6 +246,13 @@ public:
   /// Aborts the communicator on every rank: in-flight and later ops fail
   /// with an error naming this rank and `reason`.
   void abort(const std::string& reason);
+
+  /// Runs `cb` once when the communicator aborts (this rank's abort, a
+  /// peer's, a lost peer, a failed op), with the error its ops fail with;
+  /// at once, on this thread, when it has aborted already. Otherwise it
+  /// runs on an mccl thread that must not wait: keep it to a signal (a
+  /// message to an actor, a flag). Not called on finalize.
+  void on_abort(std::function<void(const error&)> cb);
 
   /// Closes links and stops the actors; returns promptly (within about a
   /// second) even when peers are gone. Idempotent.

@@ -73,7 +73,7 @@ class SwiftNamesTest(unittest.TestCase):
         for swift, (c_name, symbols, python) in SWIFT_NAMES.items():
             with self.subTest(swift=swift):
                 row = [line for text in texts for line in text.splitlines()
-                       if line.startswith("|") and f"`{swift}" in line]
+                       if line.startswith(f"| `{swift}")]
                 self.assertTrue(row, f"no table row for {swift}")
                 self.assertTrue(all(s in row[0] for s in symbols), row[0])
                 self.assertIn(python.replace("mccl.distributed.", "md.").replace("mccl.nn.", "mnn."),
