@@ -81,6 +81,11 @@ process_group_mccl::process_group_mccl(const c10::intrusive_ptr<::c10d::Store>& 
   op_timeout_ = comm_.settings().timeout;
 }
 
+process_group_mccl::process_group_mccl(made_by_shrink, std::shared_ptr<runtime> rt, communicator comm)
+  : Backend(comm.rank(), comm.size()), runtime_(std::move(rt)), comm_(std::move(comm)) {
+  op_timeout_ = comm_.settings().timeout;
+}
+
 process_group_mccl::~process_group_mccl() {
   // Python drops the last reference holding the GIL. Finalizing may wait
   // (flushing to peers, joining mccl's threads), and Python's other threads
@@ -137,6 +142,35 @@ void process_group_mccl::abort() {
 
 ::c10d::ErrorType process_group_mccl::getError() {
   return static_cast<::c10d::ErrorType>(first_error_->load());
+}
+
+c10::intrusive_ptr<::c10d::Backend> process_group_mccl::shrink(
+  const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+  const c10::intrusive_ptr<Options>& opts_override) {
+  const std::string where = "shrink on rank " + std::to_string(getRank());
+  // torch's SHRINK_DEFAULT and SHRINK_ABORT (distributed_c10d.py).
+  constexpr int shrink_abort = 0x01;
+  if (shrink_flags & ~shrink_abort)
+    throw error(errc::invalid_argument, where + ": unknown shrink_flags " + std::to_string(shrink_flags)
+                                          + " (SHRINK_DEFAULT 0 or SHRINK_ABORT 1)");
+  if (opts_override)
+    throw error(errc::invalid_argument,
+                where + ": mccl takes no pg_options here; the new group keeps this group's mccl "
+                        "settings (set others with mccl.init before creating the parent group)");
+  if (!comm_.valid())
+    throw error(errc::invalid_argument, where + ": this group was shut down");
+  std::vector<int> excluded;
+  for (int64_t r : ranks_to_exclude) {
+    if (r < 0 || r >= getSize())
+      throw error(errc::invalid_argument, where + ": excluded rank " + std::to_string(r)
+                                            + " is outside this group of " + std::to_string(getSize())
+                                            + " ranks");
+    excluded.push_back(static_cast<int>(r));
+  }
+  if (shrink_flags & shrink_abort)
+    comm_.abort("shrink_group(SHRINK_ABORT) called on rank " + std::to_string(getRank()));
+  auto sub = comm_.shrink(excluded);
+  return c10::make_intrusive<process_group_mccl>(made_by_shrink{}, runtime_, std::move(sub));
 }
 
 // ---- collectives on one tensor -------------------------------------------

@@ -99,6 +99,28 @@ public:
   /// the first op of this group that failed; SUCCESS while none has.
   ::c10d::ErrorType getError() override;
 
+  /// dist.shrink_group: a new group of this group's ranks without
+  /// `ranks_to_exclude` (ranks of this group), over mccl's communicator
+  /// shrink. Only the survivors call it; they meet in this group's store
+  /// (torch's: with tcp:// or env:// it is served by global rank 0's
+  /// process, so that rank must survive; a file:// store outlives any
+  /// rank). Blocks until every survivor has connected, bounded by
+  /// MCCL_CONNECT_TIMEOUT_MS. SHRINK_ABORT (flag 1) first aborts this
+  /// group's ops in flight. The new group keeps this one's settings; torch
+  /// options (opts_override) are refused.
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<::c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude,
+                                             int shrink_flags,
+                                             const c10::intrusive_ptr<Options>& opts_override) override;
+
+private:
+  struct made_by_shrink {};
+
+public:
+  /// A group over a communicator made from another (only shrink can call
+  /// it: the key type is private).
+  process_group_mccl(made_by_shrink, std::shared_ptr<runtime> rt, communicator comm);
+
 private:
   c10::intrusive_ptr<work_mccl> make_work(::c10d::OpType type, const char* op, tensors outputs);
 
