@@ -59,6 +59,20 @@ void check_same_dtype(const std::vector<at::Tensor>& ts, const op_context& ctx, 
   }
 }
 
+/// The coalesced ops' pairs: `whole[i]` holds world size x `block[i]`'s
+/// elements, of its dtype (rank order); `whole_name` and `block_name` say
+/// which list each is in the error.
+void check_world_blocks(const std::vector<at::Tensor>& block, const std::vector<at::Tensor>& whole, int world,
+                        const op_context& ctx, const char* whole_name, const char* block_name) {
+  for (std::size_t i = 0; i < block.size(); ++i)
+    if (whole[i].scalar_type() != block[i].scalar_type() || whole[i].numel() != block[i].numel() * world)
+      ctx.fail(errc::invalid_argument, std::string(whole_name) + " " + std::to_string(i) + " must hold world size ("
+                                         + std::to_string(world) + ") x " + std::to_string(block[i].numel())
+                                         + " elements of its " + block_name + "'s dtype; it has "
+                                         + std::to_string(whole[i].numel()) + " of "
+                                         + c10::toString(whole[i].scalar_type()));
+}
+
 } // namespace
 
 process_group_mccl::process_group_mccl(const c10::intrusive_ptr<::c10d::Store>& store, int rank,
@@ -438,15 +452,9 @@ process_group_mccl::work_ptr process_group_mccl::allgather_into_tensor_coalesced
     ctx.fail(errc::invalid_argument, "the input list is empty");
   check_count(outputs, inputs.size(), ctx, "output list (one tensor per input)");
   check_same_dtype(inputs, ctx, "input list");
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    check_tensor(outputs[i], ctx, "an output");
-    if (outputs[i].scalar_type() != inputs[i].scalar_type()
-        || outputs[i].numel() != inputs[i].numel() * getSize())
-      ctx.fail(errc::invalid_argument, "output " + std::to_string(i) + " must hold world size ("
-                                         + std::to_string(getSize()) + ") x " + std::to_string(inputs[i].numel())
-                                         + " elements of its input's dtype; it has " + std::to_string(outputs[i].numel())
-                                         + " of " + c10::toString(outputs[i].scalar_type()));
-  }
+  for (const auto& out : outputs)
+    check_tensor(out, ctx, "an output");
+  check_world_blocks(inputs, outputs, getSize(), ctx, "output", "input");
   // One allgather of the concatenated inputs; rank r's block of the result
   // holds every input of rank r, in list order.
   auto flat = flatten(inputs);
@@ -474,15 +482,9 @@ process_group_mccl::work_ptr process_group_mccl::reduce_scatter_tensor_coalesced
     ctx.fail(errc::invalid_argument, "the input list is empty");
   check_count(outputs, inputs.size(), ctx, "output list (one tensor per input)");
   check_same_dtype(inputs, ctx, "input list");
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    check_tensor(outputs[i], ctx, "an output");
-    if (outputs[i].scalar_type() != inputs[i].scalar_type()
-        || inputs[i].numel() != outputs[i].numel() * getSize())
-      ctx.fail(errc::invalid_argument, "input " + std::to_string(i) + " must hold world size ("
-                                         + std::to_string(getSize()) + ") x " + std::to_string(outputs[i].numel())
-                                         + " elements of its output's dtype; it has " + std::to_string(inputs[i].numel())
-                                         + " of " + c10::toString(inputs[i].scalar_type()));
-  }
+  for (const auto& out : outputs)
+    check_tensor(out, ctx, "an output");
+  check_world_blocks(outputs, inputs, getSize(), ctx, "input", "output");
   auto op = to_mccl(opts.reduceOp, ctx);
   // Regroup by destination rank: block r of the send buffer holds block r
   // of every input, in list order, so one reduce_scatter serves them all.

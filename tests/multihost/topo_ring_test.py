@@ -23,7 +23,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import netns_hosts  # noqa: E402
-from topo_test import TCP_REACH, end_name  # noqa: E402
+from topo_test import TCP_REACH, lay_cables  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 MCCLRUN = os.environ.get("MCCLRUN") or os.path.join(ROOT, "tools", "mcclrun")
@@ -52,10 +52,7 @@ class RingOfFourTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="mccl-topo-ring-")
         signal.signal(signal.SIGTERM, cls.on_sigterm)
         try:
-            for k, (a, b) in enumerate(CABLES):
-                netns_hosts.sh("ip", "-n", cls.hosts.namespace(a), "link", "add", end_name(k, 0),
-                               "type", "veth", "peer", "name", end_name(k, 1),
-                               "netns", cls.hosts.namespace(b))
+            lay_cables(cls.hosts, CABLES)
             # The management switch (eth0, what ssh uses) must not carry the
             # job: the hostfile's addresses are on the cables only.
         except BaseException:

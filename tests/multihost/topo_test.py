@@ -62,6 +62,16 @@ def end_name(cable, side):
     return f"lnk{cable}{'ab'[side]}"
 
 
+def lay_cables(hosts, cables):
+    """A veth "cable" k between hosts a and b for each (a, b) of `cables`:
+    made inside host a's namespace, the other end straight in b's, the ends
+    named by end_name(k, side)."""
+    for k, (a, b) in enumerate(cables):
+        netns_hosts.sh("ip", "-n", hosts.namespace(a), "link", "add", end_name(k, 0),
+                       "type", "veth", "peer", "name", end_name(k, 1),
+                       "netns", hosts.namespace(b))
+
+
 class CablesTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -72,11 +82,7 @@ class CablesTest(unittest.TestCase):
         # the whole run instead, once everything is cleaned up.
         signal.signal(signal.SIGTERM, cls.on_sigterm)
         try:
-            for k, (a, b) in enumerate(CABLES):
-                # Made inside host a's namespace, the other end straight in b's.
-                netns_hosts.sh("ip", "-n", cls.hosts.namespace(a), "link", "add", end_name(k, 0),
-                               "type", "veth", "peer", "name", end_name(k, 1),
-                               "netns", cls.hosts.namespace(b))
+            lay_cables(cls.hosts, CABLES)
         except BaseException:
             cls.tearDownClass()
             raise
