@@ -1,0 +1,104 @@
+// actor-hop: what a message between two actors costs, round trips of a
+// ping-pong pair (a) on a driving unit drained by this thread
+// (actors/driving_unit.hpp: no thread hop) and (b) on CAF's workers (the
+// scheduler, as actors run without a unit of mccl's). Prints the median of
+// `rounds` runs of `trips` round trips each, in ns per message.
+//
+//   build/bench/actor-hop [trips=100000] [rounds=5]
+
+#include "actors/driving_unit.hpp"
+
+#include <caf/actor_system_config.hpp>
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <vector>
+
+namespace {
+
+using ping_atom = caf::atom_constant<caf::atom("ping")>;
+using clock_type = std::chrono::steady_clock;
+
+caf::behavior echo(caf::event_based_actor*) {
+  return {[](ping_atom, int n) { return caf::make_message(ping_atom::value, n); }};
+}
+
+/// Sends `trips` pings to `peer`, one at a time; quits after the last.
+caf::behavior player(caf::event_based_actor* self, caf::actor peer, int trips, std::promise<void>* done) {
+  return {[=](ping_atom, int n) {
+    if (n == trips) {
+      done->set_value();
+      self->quit();
+      return;
+    }
+    self->send(peer, ping_atom::value, n + 1);
+  }};
+}
+
+double ns_per_message(clock_type::duration d, int trips) {
+  return std::chrono::duration<double, std::nano>(d).count() / (2.0 * trips);
+}
+
+double on_driving_unit(caf::actor_system& sys, int trips) {
+  mccl::actors::driving_unit unit{sys};
+  mccl::actors::driving_unit::driver_scope driving{unit};
+  std::promise<void> done;
+  auto peer = unit.spawn(echo);
+  auto me = unit.spawn(player, peer, trips, &done);
+  unit.drain();
+  auto start = clock_type::now();
+  unit.deliver(me, ping_atom::value, 0);
+  while (!unit.idle())
+    unit.drain();
+  auto took = clock_type::now() - start;
+  caf::anon_send_exit(peer, caf::exit_reason::user_shutdown);
+  return ns_per_message(took, trips);
+}
+
+double on_workers(caf::actor_system& sys, int trips) {
+  std::promise<void> done;
+  auto finished = done.get_future();
+  auto peer = sys.spawn(echo);
+  auto me = sys.spawn(player, peer, trips, &done);
+  auto start = clock_type::now();
+  caf::anon_send(me, ping_atom::value, 0);
+  finished.wait();
+  auto took = clock_type::now() - start;
+  caf::anon_send_exit(peer, caf::exit_reason::user_shutdown);
+  return ns_per_message(took, trips);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  int trips = argc > 1 ? std::atoi(argv[1]) : 100000;
+  int rounds = argc > 2 ? std::atoi(argv[2]) : 5;
+  if (trips <= 0 || rounds <= 0) {
+    std::fprintf(stderr, "usage: actor-hop [trips>0] [rounds>0]\n");
+    return 2;
+  }
+  caf::actor_system_config cfg;
+  // mccl's own scheduler settings (actors/runtime.cpp).
+  cfg.set("scheduler.max-threads", static_cast<size_t>(2));
+  cfg.set("work-stealing.moderate-poll-attempts", static_cast<size_t>(0));
+  caf::actor_system sys{cfg};
+  std::vector<double> unit, workers;
+  for (int r = 0; r < rounds; ++r) {
+    unit.push_back(on_driving_unit(sys, trips));
+    workers.push_back(on_workers(sys, trips));
+  }
+  std::printf("messages: %d round trips x %d rounds, median ns per message\n", trips, rounds);
+  std::printf("driving unit (one thread): %.0f\n", median(unit));
+  std::printf("CAF workers (scheduler):   %.0f\n", median(workers));
+  sys.await_all_actors_done();
+  return 0;
+}
