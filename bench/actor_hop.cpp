@@ -1,8 +1,11 @@
 // actor-hop: what a message between two actors costs, round trips of a
 // ping-pong pair (a) on a driving unit drained by this thread
-// (actors/driving_unit.hpp: no thread hop) and (b) on CAF's workers (the
-// scheduler, as actors run without a unit of mccl's). Prints the median of
-// `rounds` runs of `trips` round trips each, in ns per message.
+// (actors/driving_unit.hpp: no thread hop), (b) on CAF's workers (the
+// scheduler; CAF keeps such a pair on one worker once it runs), and (c)
+// between this plain thread and an actor on CAF's workers (a scoped_actor's
+// request and reply: two thread hops per round trip, what the engine's
+// threads pay to reach actors that run elsewhere). Prints the median of
+// `rounds` runs, in ns per message.
 //
 //   build/bench/actor-hop [trips=100000] [rounds=5]
 
@@ -72,6 +75,18 @@ double on_workers(caf::actor_system& sys, int trips) {
   return ns_per_message(took, trips);
 }
 
+double thread_to_worker(caf::actor_system& sys, int trips) {
+  auto peer = sys.spawn(echo);
+  caf::scoped_actor self{sys};
+  auto start = clock_type::now();
+  for (int n = 0; n < trips; ++n)
+    self->request(peer, std::chrono::seconds(10), ping_atom::value, n)
+      .receive([](ping_atom, int) {}, [](caf::error&) { std::abort(); });
+  auto took = clock_type::now() - start;
+  caf::anon_send_exit(peer, caf::exit_reason::user_shutdown);
+  return ns_per_message(took, trips);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -91,14 +106,18 @@ int main(int argc, char** argv) {
   cfg.set("scheduler.max-threads", static_cast<size_t>(2));
   cfg.set("work-stealing.moderate-poll-attempts", static_cast<size_t>(0));
   caf::actor_system sys{cfg};
-  std::vector<double> unit, workers;
+  std::vector<double> unit, workers, crossing;
+  // Thread hops are ~100x dearer: fewer of them give as steady a median.
+  int hops = std::max(1, trips / 50);
   for (int r = 0; r < rounds; ++r) {
     unit.push_back(on_driving_unit(sys, trips));
     workers.push_back(on_workers(sys, trips));
+    crossing.push_back(thread_to_worker(sys, hops));
   }
   std::printf("messages: %d round trips x %d rounds, median ns per message\n", trips, rounds);
   std::printf("driving unit (one thread): %.0f\n", median(unit));
   std::printf("CAF workers (scheduler):   %.0f\n", median(workers));
+  std::printf("plain thread <-> worker:   %.0f (%d round trips)\n", median(crossing), hops);
   sys.await_all_actors_done();
   return 0;
 }
