@@ -2,6 +2,7 @@
 
 #include "actors/link_actor.hpp"
 #include "actors/progress_actor.hpp"
+#include "actors/supervisor_actor.hpp"
 #include "collectives/board_collectives.hpp"
 #include "config/log.hpp"
 
@@ -98,7 +99,8 @@ void comm_core::start_actors() {
     }
     links_[peer] = spawn_link_actor(sys, std::move(li));
   }
-  progress_ = spawn_progress_actor(sys, self, links_);
+  progress_ = spawn_progress_actor(sys, self);
+  supervisor_ = spawn_supervisor_actor(sys, self, links_, progress_);
   if (init_.watchdog) {
     watch_key_ = next_watch_key.fetch_add(1);
     caf::anon_send(init_.watchdog, watch_atom::value, watch_key_, self);
@@ -355,16 +357,18 @@ void comm_core::finalize(std::chrono::milliseconds flush, bool await_actors) {
   }
   if (init_.watchdog)
     caf::anon_send(init_.watchdog, unwatch_atom::value, watch_key_);
-  if (progress_ && !await_actors) {
-    caf::anon_send(progress_, shutdown_atom::value);
-  } else if (progress_) {
+  // The supervisor stops the links and the progress actor, then itself.
+  if (supervisor_ && !await_actors) {
+    caf::anon_send(supervisor_, shutdown_atom::value);
+  } else if (supervisor_) {
     caf::scoped_actor self{*init_.system};
-    self->request(progress_, std::chrono::seconds(3), shutdown_atom::value)
+    self->request(supervisor_, std::chrono::seconds(3), shutdown_atom::value)
       .receive([](bool) {},
                [this](caf::error& e) {
-                 MCCL_LOG(warn, "finalize of rank " << init_.rank << ": progress actor did not confirm: "
+                 MCCL_LOG(warn, "finalize of rank " << init_.rank << ": supervisor actor did not confirm: "
                                                     << caf::to_string(e));
                });
+    supervisor_ = nullptr;
     progress_ = nullptr;
   }
   links_.clear();
@@ -389,8 +393,8 @@ void comm_core::needs_driver(driver_kind who) {
 }
 
 void comm_core::aborted(errc code, const std::string& why, int origin) {
-  if (progress_)
-    caf::anon_send(progress_, aborted_atom::value, code, why, origin);
+  if (supervisor_)
+    caf::anon_send(supervisor_, aborted_atom::value, code, why, origin);
   std::vector<std::function<void(const error&)>> callbacks;
   error e{code, why};
   {
@@ -414,8 +418,8 @@ void comm_core::on_abort(std::function<void(const error&)> cb) {
 }
 
 void comm_core::link_lost(int peer, const std::string& why) {
-  if (progress_)
-    caf::anon_send(progress_, link_lost_atom::value, peer, why);
+  if (supervisor_)
+    caf::anon_send(supervisor_, link_lost_atom::value, peer, why);
 }
 
 } // namespace mccl::actors

@@ -124,6 +124,7 @@ public:
   const comm_core_init& init() const noexcept { return init_; }
   /// The actors (null once finalized), for inspection.
   const progress_handle& progress_actor() const noexcept { return progress_; }
+  const supervisor_handle& supervisor_actor() const noexcept { return supervisor_; }
   const std::vector<link_handle>& link_actors() const noexcept { return links_; }
   /// The clock of the communicator's actors (virtual in deterministic tests).
   clock::time_point now() const;
@@ -152,6 +153,7 @@ private:
   std::unique_ptr<engine> engine_;
   std::unique_ptr<op_thread> op_thread_; ///< null when MCCL_OP_THREAD_BYTES=0
   progress_handle progress_;
+  supervisor_handle supervisor_; ///< linked to links_; stops the actors at finalize
   std::vector<link_handle> links_; ///< by peer; null at this rank
   uint64_t watch_key_ = 0;
 

@@ -1,6 +1,7 @@
 #include "actors/link_actor.hpp"
 
 #include "actors/comm_core.hpp"
+#include <mccl/comm_actor.hpp>
 
 #include <caf/all.hpp>
 
@@ -71,16 +72,17 @@ link_handle::behavior_type resuming(link_self self) {
           conn->close();
         return;
       }
-      bool ok = conn != nullptr;
-      core->eng().post_resume(self->state.init.peer, std::move(conn),
-                              ok ? std::string{}
-                                 : "not re-established within MCCL_RECONNECT_MS="
-                                     + std::to_string(self->state.init.reconnect.count()) + " (" + why + ")");
+      if (!conn) {
+        // The peer is lost for good: the link exits with why, and its
+        // supervisor tells the engine (supervisor_actor.hpp).
+        self->quit(to_caf_error(error(errc::peer_lost, "not re-established within MCCL_RECONNECT_MS="
+                                                         + std::to_string(self->state.init.reconnect.count())
+                                                         + " (" + why + ")")));
+        return;
+      }
+      core->eng().post_resume(self->state.init.peer, std::move(conn), std::string{});
       core->kick();
-      if (ok)
-        self->become(connected(self));
-      else
-        self->become(closed(self));
+      self->become(connected(self));
     },
     [self](aborted_atom) {
       if (self->state.init.resumer)

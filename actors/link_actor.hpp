@@ -3,16 +3,17 @@
 /// connection to that peer. Its phases are behaviours:
 ///
 ///   connected --link lost--> resuming --resumed--> connected
-///       |                        |  (failed, or aborted)
-///       +------- aborted --------+----------------> closed
+///       |                        |  (aborted)          (not resumed:
+///       +------- aborted --------+------> closed        exits with why)
 ///
 /// - connected: every half heartbeat interval it runs a pass of the engine
 ///   if no thread leads it: an idle communicator still sends heartbeats,
 ///   and still hears a peer's ABORT, BYE or EOF;
 /// - resuming: the connection was lost and MCCL_RECONNECT_MS allows it to
 ///   be re-established: the resumer (transport/connection.hpp) dials or
-///   accepts a new one, which goes to the engine's channel (or, when the
-///   window ends, the loss is reported there);
+///   accepts a new one, which goes to the engine's channel; when the
+///   window ends without one, the actor exits with the reason and its
+///   supervisor (supervisor_actor.hpp) reports the loss to the engine;
 /// - closed: the communicator aborted; nothing is re-established.
 ///
 /// Reading, writing and judging the peer is the engine's; the link actor

@@ -5,11 +5,16 @@
 /// (collectives/engine.hpp). None of these types leaves the process, hence
 /// CAF_ALLOW_UNSAFE_MESSAGE_TYPE below.
 ///
+///   supervisor (one per communicator, supervisor_actor.hpp): linked to
+///     the link actors; a link that exits with an error is a lost peer,
+///     reported to the engine, which fails its ops and aborts; hears of
+///     aborts and lost connections and tells the links; ends the
+///     communicator's actors at finalize;
 ///   progress (one per communicator, progress_actor.hpp): drives the
-///     engine on CAF workers when no thread does, hears of aborts and lost
-///     links, ends the communicator's actors;
+///     engine on CAF workers when no thread does;
 ///   link (one per peer, link_actor.hpp): the connection's lifecycle:
-///     heartbeats while idle, re-establishing a lost connection;
+///     heartbeats while idle, re-establishing a lost connection, exiting
+///     with the reason when it cannot;
 ///   watchdog (one per runtime, watchdog_actor.hpp): the clock of op
 ///     deadlines and liveness verdicts.
 
@@ -31,8 +36,8 @@ class comm_core;
 
 // Atoms (at most 10 characters each).
 using drive_atom = caf::atom_constant<caf::atom("drive")>;        // anyone -> progress
-using aborted_atom = caf::atom_constant<caf::atom("aborted")>;    // engine -> progress -> links
-using link_lost_atom = caf::atom_constant<caf::atom("linklost")>; // engine -> progress -> link
+using aborted_atom = caf::atom_constant<caf::atom("aborted")>;    // engine -> supervisor -> links
+using link_lost_atom = caf::atom_constant<caf::atom("linklost")>; // engine -> supervisor -> link
 using resumed_atom = caf::atom_constant<caf::atom("resumed")>;    // resumer -> link
 using tick_atom = caf::atom_constant<caf::atom("tick")>;          // timers
 using watch_atom = caf::atom_constant<caf::atom("watch")>;        // communicator -> watchdog
@@ -59,11 +64,16 @@ using progress_handle = caf::typed_actor<
   caf::reacts_to<drive_atom>,
   /// Its own timer while parked: a heartbeat or a grace period is due.
   caf::reacts_to<tick_atom>,
+  /// Finalize (from the supervisor): it stops.
+  caf::replies_to<shutdown_atom>::with<bool>>;
+
+using supervisor_handle = caf::typed_actor<
   /// The engine aborted: code, why, and the rank that began it.
   caf::reacts_to<aborted_atom, errc, std::string, int>,
   /// The engine lost the connection to a peer (to be resumed).
   caf::reacts_to<link_lost_atom, int, std::string>,
-  /// Finalize: the link actors stop, then the progress actor.
+  /// Finalize: the link actors stop, then the progress actor, then the
+  /// supervisor.
   caf::replies_to<shutdown_atom>::with<bool>>;
 
 using watchdog_handle = caf::typed_actor<

@@ -11,12 +11,9 @@ namespace {
 
 /// How long a parked actor waits at most before it looks again.
 constexpr auto park_limit = std::chrono::milliseconds(100);
-/// How long finalize waits for a link actor to confirm it stopped.
-constexpr auto link_reply_timeout = std::chrono::seconds(2);
 
 struct progress_state {
   core_ref core;
-  std::vector<link_handle> links;
   /// A drive message it sent itself is queued: another is not.
   bool spin_queued = false;
   /// Its timer is set, for this time: one timer at a time, the earliest.
@@ -56,9 +53,8 @@ void drive(progress_self self) {
   self->delayed_send(self, due - now, tick_atom::value);
 }
 
-progress_handle::behavior_type progress_actor(progress_self self, core_ref core, std::vector<link_handle> links) {
+progress_handle::behavior_type progress_actor(progress_self self, core_ref core) {
   self->state.core = std::move(core);
-  self->state.links = std::move(links);
   return {
     [self](drive_atom) {
       self->state.spin_queued = false;
@@ -72,47 +68,17 @@ progress_handle::behavior_type progress_actor(progress_self self, core_ref core,
       st.timer_set = false;
       drive(self);
     },
-    [self](aborted_atom, errc, const std::string&, int) {
-      // Nothing is re-established for an aborted communicator.
-      for (auto& l : self->state.links)
-        if (l)
-          self->send(l, aborted_atom::value);
-    },
-    [self](link_lost_atom, int peer, std::string& why) {
-      auto& links = self->state.links;
-      if (peer >= 0 && peer < static_cast<int>(links.size()) && links[peer])
-        self->send(links[peer], link_lost_atom::value, std::move(why));
-    },
-    [self](shutdown_atom) -> caf::typed_response_promise<bool> {
-      auto rp = self->make_response_promise<bool>();
-      auto pending = std::make_shared<std::size_t>(0);
-      auto done = [self, rp, pending]() mutable {
-        if (--*pending > 0)
-          return;
-        rp.deliver(true);
-        self->quit();
-      };
-      for (auto& l : self->state.links) {
-        if (!l)
-          continue;
-        ++*pending;
-        self->request(l, link_reply_timeout, shutdown_atom::value)
-          .then([done](bool) mutable { done(); }, [done](caf::error&) mutable { done(); });
-      }
-      if (*pending == 0) {
-        rp.deliver(true);
-        self->quit();
-      }
-      self->state.links.clear();
-      return rp;
+    [self](shutdown_atom) {
+      self->quit();
+      return true;
     },
   };
 }
 
 } // namespace
 
-progress_handle spawn_progress_actor(caf::actor_system& sys, core_ref core, std::vector<link_handle> links) {
-  return sys.spawn(progress_actor, std::move(core), std::move(links));
+progress_handle spawn_progress_actor(caf::actor_system& sys, core_ref core) {
+  return sys.spawn(progress_actor, std::move(core));
 }
 
 } // namespace mccl::actors

@@ -8,18 +8,13 @@
 ///   mailbox (never blocking a worker); when nothing moves for MCCL_SPIN_US
 ///   it parks: the connections wake it when ready (the readiness monitor,
 ///   or the simulated network's delivery), a timer when a heartbeat is due.
-/// - It hears what the engine decided for the whole communicator: an abort
-///   (the link actors then stop re-establishing connections) and a lost
-///   connection (its link actor re-establishes it).
-/// - At finalize it stops the link actors, then itself.
+/// - At finalize the supervisor (supervisor_actor.hpp) stops it.
 
 #include "actors/messages.hpp"
 
-#include <vector>
-
 namespace mccl::actors {
 
-/// Spawned by comm_core once the links exist.
-progress_handle spawn_progress_actor(caf::actor_system& sys, core_ref core, std::vector<link_handle> links);
+/// Spawned by comm_core.
+progress_handle spawn_progress_actor(caf::actor_system& sys, core_ref core);
 
 } // namespace mccl::actors

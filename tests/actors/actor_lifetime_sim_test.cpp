@@ -1,8 +1,9 @@
-// A finalized rank's progress and link actors must be destroyed. The
-// progress actor holds its links and every link holds its progress actor;
-// link_actor::on_exit drops its side so the pair does not keep itself (and,
-// through the progress actor, the watchdog and every link's 256 KiB staging
-// buffer) alive after finalize.
+// A finalized rank's supervisor, progress and link actors must be
+// destroyed: the supervisor holds and is linked to the links and holds the
+// progress actor; none of them may keep another (or the watchdog, or every
+// link's staging buffer) alive after finalize. And supervision is the error
+// model: a link actor that exits with an error aborts the communicator,
+// naming the link, and the ops waiting fail with it.
 
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ TEST_F(ActorLifetimeSim, FinalizedRanksFreeTheirActors) {
   for (int r = 0; r < w.size(); ++r) {
     actors.push_back({"progress actor of rank " + std::to_string(r),
                       caf::actor_cast<caf::weak_actor_ptr>(w.progress(r))});
+    actors.push_back({"supervisor of rank " + std::to_string(r),
+                      caf::actor_cast<caf::weak_actor_ptr>(w.core(r).supervisor_actor())});
     for (int p = 0; p < w.size(); ++p)
       if (p != r)
         actors.push_back({"link actor of rank " + std::to_string(r) + " to rank " + std::to_string(p),
@@ -51,6 +54,32 @@ TEST_F(ActorLifetimeSim, FinalizedRanksFreeTheirActors) {
     EXPECT_EQ(strong, nullptr) << a.what << " is still alive after finalize, held by "
                                << (strong ? strong->strong_refs.load() - 1 : 0)
                                << " strong reference(s) nobody can release";
+  }
+}
+
+TEST_F(ActorLifetimeSim, ALinkActorThatFailsAbortsTheCommunicatorThroughItsSupervisor) {
+  auto& w = make_world(3, sim_config("allreduce=ring"));
+  // Rank 0's link to rank 2 fails (as an exception in a handler would end
+  // it): the supervisor it is linked to hears the exit.
+  caf::anon_send(caf::actor_cast<caf::actor>(w.link(0, 2)),
+                 caf::exit_msg{caf::actor_addr{}, caf::make_error(caf::sec::runtime_error)});
+  w.settle();
+  ASSERT_TRUE(w.core(0).closed()) << "rank 0 did not abort after its link to rank 2 failed";
+  auto why = w.core(0).eng().why_closed();
+  EXPECT_NE(why.find("the link actor of rank 0 to rank 2 exited"), std::string::npos) << why;
+  // The abort reaches the other ranks, and their ops fail with it.
+  std::vector<work_ptr> works;
+  for (int r = 1; r < w.size(); ++r) {
+    auto& b = w.alloc<float>(16, 1.0f);
+    works.push_back(w.allreduce(r, b.data(), b.data(), b.size(), dtype::float32));
+  }
+  auto policy = round_robin();
+  w.drive(works, policy);
+  for (std::size_t i = 0; i < works.size(); ++i) {
+    ASSERT_TRUE(works[i]->done()) << "rank " << i + 1 << "'s allreduce did not end";
+    auto failure = works[i]->failure();
+    ASSERT_TRUE(failure.has_value()) << "rank " << i + 1 << "'s allreduce succeeded on an aborted world";
+    EXPECT_NE(std::string(failure->what()).find("rank 0"), std::string::npos) << failure->what();
   }
 }
 

@@ -1,0 +1,131 @@
+#include "actors/supervisor_actor.hpp"
+
+#include "actors/comm_core.hpp"
+#include "config/log.hpp"
+#include <mccl/comm_actor.hpp>
+
+#include <caf/all.hpp>
+
+namespace mccl::actors {
+
+namespace {
+
+/// How long finalize waits for a link or the progress actor to confirm
+/// it stopped.
+constexpr auto reply_timeout = std::chrono::seconds(2);
+
+struct supervisor_state {
+  core_ref core;
+  std::vector<link_handle> links; ///< by peer; null at this rank and once exited
+  progress_handle progress;
+  static inline const char* name = "mccl.supervisor";
+};
+
+using supervisor_self = supervisor_handle::stateful_pointer<supervisor_state>;
+
+/// The peer whose link actor is `who`, or -1.
+int peer_of(const supervisor_state& st, const caf::actor_addr& who) {
+  for (std::size_t p = 0; p < st.links.size(); ++p)
+    if (st.links[p] && st.links[p].address() == who)
+      return static_cast<int>(p);
+  return -1;
+}
+
+/// A link exited. With an error, its peer is lost: the engine hears it
+/// (and fails and aborts); a normal exit (or user_shutdown) is finalize's.
+void on_link_exit(supervisor_self self, caf::exit_msg& msg) {
+  auto& st = self->state;
+  int peer = peer_of(st, msg.source);
+  if (peer < 0)
+    return;
+  st.links[static_cast<std::size_t>(peer)] = nullptr;
+  if (!msg.reason || msg.reason == caf::exit_reason::user_shutdown)
+    return;
+  auto core = st.core.lock();
+  if (!core)
+    return;
+  auto lost = mccl::from_caf_error(msg.reason);
+  if (lost && lost->code() == errc::peer_lost) {
+    // Its connection was not re-established: the channel, waiting in
+    // "resuming", fails with why and names the peer.
+    core->eng().post_resume(peer, nullptr, lost->message());
+  } else {
+    // The link failed otherwise (an exception in a handler, a kill): the
+    // peer can no longer be kept alive, so the communicator ends.
+    core->eng().post_abort(errc::peer_lost,
+                           "the link actor of rank " + std::to_string(core->rank()) + " to rank "
+                             + std::to_string(peer) + " exited: " + mccl::describe(msg.reason),
+                           core->rank());
+  }
+  core->kick();
+}
+
+/// Stops the links, then the progress actor; `done` once all confirmed
+/// (or did not answer within reply_timeout).
+void stop_all(supervisor_self self, std::function<void()> done) {
+  auto& st = self->state;
+  auto pending = std::make_shared<std::size_t>(1); // the progress actor
+  for (auto& l : st.links)
+    if (l)
+      ++*pending;
+  auto one_done = [pending, done]() mutable {
+    if (--*pending == 0)
+      done();
+  };
+  for (auto& l : st.links) {
+    if (!l)
+      continue;
+    self->request(l, reply_timeout, shutdown_atom::value)
+      .then([one_done](bool) mutable { one_done(); }, [one_done](caf::error&) mutable { one_done(); });
+  }
+  st.links.clear();
+  if (!st.progress) {
+    one_done();
+    return;
+  }
+  self->request(st.progress, reply_timeout, shutdown_atom::value)
+    .then([one_done](bool) mutable { one_done(); }, [one_done](caf::error&) mutable { one_done(); });
+  st.progress = nullptr;
+}
+
+supervisor_handle::behavior_type supervisor_actor(supervisor_self self, core_ref core,
+                                                  std::vector<link_handle> links, progress_handle progress) {
+  auto& st = self->state;
+  st.core = std::move(core);
+  st.links = std::move(links);
+  st.progress = std::move(progress);
+  for (auto& l : st.links)
+    if (l)
+      self->link_to(l);
+  self->set_exit_handler([self](caf::exit_msg& msg) { on_link_exit(self, msg); });
+  return {
+    [self](aborted_atom, errc, const std::string&, int) {
+      // Nothing is re-established for an aborted communicator.
+      for (auto& l : self->state.links)
+        if (l)
+          self->send(l, aborted_atom::value);
+    },
+    [self](link_lost_atom, int peer, std::string& why) {
+      auto& links = self->state.links;
+      if (peer >= 0 && peer < static_cast<int>(links.size()) && links[static_cast<std::size_t>(peer)])
+        self->send(links[static_cast<std::size_t>(peer)], link_lost_atom::value, std::move(why));
+    },
+    [self](shutdown_atom) -> caf::typed_response_promise<bool> {
+      auto rp = self->make_response_promise<bool>();
+      stop_all(self, [self, rp]() mutable {
+        rp.deliver(true);
+        self->quit();
+      });
+      return rp;
+    },
+  };
+}
+
+} // namespace
+
+supervisor_handle spawn_supervisor_actor(caf::actor_system& sys, core_ref core, std::vector<link_handle> links,
+                                         progress_handle progress) {
+  return sys.spawn(supervisor_actor, std::move(core), std::move(links), std::move(progress));
+}
+
+} // namespace mccl::actors
