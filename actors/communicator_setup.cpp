@@ -10,6 +10,7 @@
 #include "transport/fault/fault_connection.hpp"
 #include "transport/rdma/rdma_probe.hpp"
 #include "transport/shm/shm_setup.hpp"
+#include "transport/store/rendezvous_guard.hpp"
 #include "transport/tcp/interfaces.hpp"
 #include "transport/tcp/socket_util.hpp"
 #include "transport/tcp/striped_connection.hpp"
@@ -22,7 +23,9 @@
 #include <mutex>
 #include <cstdlib>
 #include <algorithm>
+#include <map>
 #include <random>
+#include <sstream>
 
 namespace mccl {
 
@@ -46,6 +49,30 @@ transport::listen_choice choose_listen_addresses(const config& cfg, const std::s
     where += (where.empty() ? "" : ", ") + a.to_string();
   MCCL_LOG(info, "rank " << rank << " listens on " << where << ": " << choice.reason);
   return choice;
+}
+
+/// The settings every rank must have alike, as describe() shows them:
+/// they shape the frames, chunks, algorithms and liveness a peer expects.
+/// MCCL_TRANSPORT and MCCL_SOCKETS_PER_PEER are compared where they are
+/// used (shm setup, the handshake), with messages of their own.
+std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const config& cfg) {
+  static const char* names[] = {"MCCL_CHUNK_BYTES", "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES",
+                                "MCCL_SHM_BOARD_BYTES", "MCCL_ALGO", "MCCL_TRANSPORT_CRC",
+                                "MCCL_COMPRESSION", "MCCL_TOPK_RATIO", "MCCL_HEARTBEAT_MS"};
+  std::map<std::string, std::string> shown;
+  std::istringstream in(describe(cfg));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto eq = line.find('=');
+    auto source = line.rfind(" (");
+    if (eq != std::string::npos && source != std::string::npos && source > eq)
+      shown[line.substr(0, eq)] = line.substr(eq + 1, source - eq - 1);
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const char* name : names)
+    if (shown.count(name))
+      out.emplace_back(name, shown[name]);
+  return out;
 }
 
 config_overrides merged(const config_overrides& a, const config_overrides& b) {
@@ -179,16 +206,20 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   auto injector = o.world_size > 1 ? make_fault_injector(*p, o) : nullptr;
 
   if (o.world_size > 1) {
+    int master_port = o.master_port;
+    if (master_port == 0) // an embedder's store (torch): MASTER_PORT as its launcher set it
+      if (const char* env = std::getenv("MASTER_PORT"))
+        master_port = std::atoi(env);
+    if (cfg.port_base != 0 && master_port >= cfg.port_base && master_port < cfg.port_base + o.world_size)
+      throw error(errc::invalid_config,
+                  "MCCL_PORT_BASE=" + std::to_string(cfg.port_base) + " makes rank "
+                    + std::to_string(master_port - cfg.port_base) + " listen on port "
+                    + std::to_string(master_port)
+                    + ", which is MASTER_PORT (the rendezvous store's port); choose "
+                      "MCCL_PORT_BASE so that MCCL_PORT_BASE..MCCL_PORT_BASE+WORLD_SIZE-1 "
+                      "excludes MASTER_PORT, or MCCL_PORT_BASE=0 for any free port");
     store_ptr rendezvous = o.store;
     if (!rendezvous) {
-      if (cfg.port_base != 0 && cfg.port_base + o.rank == o.master_port)
-        throw error(errc::invalid_config,
-                    "MCCL_PORT_BASE=" + std::to_string(cfg.port_base) + " makes rank "
-                      + std::to_string(o.rank) + " listen on port "
-                      + std::to_string(cfg.port_base + o.rank)
-                      + ", which is MASTER_PORT (the rendezvous store's port); choose "
-                        "MCCL_PORT_BASE so that MCCL_PORT_BASE..MCCL_PORT_BASE+WORLD_SIZE-1 "
-                        "excludes MASTER_PORT, or MCCL_PORT_BASE=0 for any free port");
       if (o.master_port <= 0 || o.master_port > 65535)
         throw error(errc::invalid_config, "MASTER_PORT=" + std::to_string(o.master_port)
                                             + ": expected a port in 1..65535");
@@ -206,77 +237,93 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
                                           + " + rank " + std::to_string(o.rank)
                                           + " is beyond port 65535");
     std::string prefix = "mccl/" + std::to_string(o.comm_id) + "/";
-    std::string token = cfg.job_token;
-    if (token.empty()) {
-      // No shared secret configured: rank 0 makes one per job and hands it
-      // out through the store, so strays from other jobs are refused.
-      if (o.rank == 0) {
-        token = random_token();
-        rendezvous->set(prefix + "token", token);
-      } else {
-        token = rendezvous->get(prefix + "token", cfg.connect_timeout);
-      }
-    }
-    transport::mesh_options mo;
-    mo.rank = o.rank;
-    mo.world = o.world_size;
-    mo.comm_id = o.comm_id;
-    mo.token = token;
+    auto setup_deadline = std::chrono::steady_clock::now() + cfg.connect_timeout;
     auto listen = choose_listen_addresses(cfg, o.master_addr, o.rank);
-    mo.listen_addrs = listen.addresses;
-    mo.advertise_addrs = listen.advertised;
-    mo.sockets_per_peer = cfg.sockets_per_peer;
-    mo.listen_port = static_cast<unsigned short>(cfg.port_base == 0 ? 0 : cfg.port_base + o.rank);
-    mo.connect_timeout = cfg.connect_timeout;
-    mo.socket_buffer_bytes = cfg.socket_buffer_bytes;
-    mo.rendezvous = rendezvous.get();
-    mo.key_prefix = prefix;
-    // Reconnect needs the CRC frame numbering and retained copies: without
-    // them neither side could tell what the other already has.
-    if (cfg.reconnect.count() > 0 && !cfg.transport_crc)
-      MCCL_LOG(warn, "MCCL_RECONNECT_MS=" << cfg.reconnect.count()
-                       << " has no effect without MCCL_TRANSPORT_CRC=1 (lost connections fail the op)");
-    bool resumable = cfg.reconnect.count() > 0 && cfg.transport_crc;
-    conns = transport::build_tcp_mesh(rt->reactor->monitor(), mo, resumable ? &resumer : nullptr);
-    // Counted before the fault injector (if any) wraps the connections.
-    std::size_t sockets = 0;
-    for (const auto& c : conns) {
-      if (!c)
-        continue;
-      auto* striped = dynamic_cast<const transport::striped_connection*>(c.get());
-      sockets += striped ? striped->stripes() : 1;
+    std::string addresses;
+    for (const auto& a : listen.advertised)
+      addresses += (addresses.empty() ? "" : ", ") + a.to_string();
+    transport::rendezvous_guard guard(*rendezvous, prefix,
+                                      {o.rank, o.world_size, cfg.job_id, transport::describe_process(addresses),
+                                       settings_that_must_agree(cfg)},
+                                      cfg.connect_timeout);
+    try {
+      guard.join(setup_deadline);
+      std::string token = cfg.job_token;
+      if (token.empty()) {
+        // No shared secret configured: rank 0 makes one per job and hands it
+        // out through the store, so strays from other jobs are refused.
+        if (o.rank == 0) {
+          token = random_token();
+          rendezvous->set(prefix + "token", token);
+        } else {
+          token = guard.wait_for(prefix + "token", setup_deadline, "rank 0 to publish the job token");
+        }
+      }
+      transport::mesh_options mo;
+      mo.rank = o.rank;
+      mo.world = o.world_size;
+      mo.comm_id = o.comm_id;
+      mo.token = token;
+      mo.listen_addrs = listen.addresses;
+      mo.advertise_addrs = listen.advertised;
+      mo.sockets_per_peer = cfg.sockets_per_peer;
+      mo.listen_port = static_cast<unsigned short>(cfg.port_base == 0 ? 0 : cfg.port_base + o.rank);
+      mo.connect_timeout = cfg.connect_timeout;
+      mo.socket_buffer_bytes = cfg.socket_buffer_bytes;
+      mo.rendezvous = rendezvous.get();
+      mo.key_prefix = prefix;
+      mo.on_wait = [&guard] { guard.check(); };
+      // Reconnect needs the CRC frame numbering and retained copies: without
+      // them neither side could tell what the other already has.
+      if (cfg.reconnect.count() > 0 && !cfg.transport_crc)
+        MCCL_LOG(warn, "MCCL_RECONNECT_MS=" << cfg.reconnect.count()
+                         << " has no effect without MCCL_TRANSPORT_CRC=1 (lost connections fail the op)");
+      bool resumable = cfg.reconnect.count() > 0 && cfg.transport_crc;
+      conns = transport::build_tcp_mesh(rt->reactor->monitor(), mo, resumable ? &resumer : nullptr);
+      // Counted before the fault injector (if any) wraps the connections.
+      std::size_t sockets = 0;
+      for (const auto& c : conns) {
+        if (!c)
+          continue;
+        auto* striped = dynamic_cast<const transport::striped_connection*>(c.get());
+        sockets += striped ? striped->stripes() : 1;
+      }
+      transport::shm_setup_options so;
+      so.rank = o.rank;
+      so.world = o.world_size;
+      so.mode = to_string(cfg.transport);
+      so.host_id = cfg.host_id;
+      so.ring_bytes = cfg.shm_ring_bytes;
+      // Board ops run to their end in the call, so no larger than
+      // MCCL_INLINE_BYTES allows; fault scenarios act on links: with one,
+      // every op goes over them.
+      so.board_bytes = injector ? 0 : std::min(cfg.shm_board_bytes, cfg.inline_bytes);
+      // The fault decorator rewrites frames in buffers of its own, which a
+      // splice must not point into.
+      so.single_copy_bytes = injector ? 0 : cfg.shm_single_copy_bytes;
+      so.deadline = std::chrono::steady_clock::now() + cfg.connect_timeout;
+      so.rendezvous = rendezvous.get();
+      so.key_prefix = prefix;
+      auto shm = transport::setup_shm_links(conns, so);
+      board = shm.board;
+      cfg.host_of = host_of_ranks(shm.hosts, mo);
+      cfg.hosts = sched::host_count(cfg.host_of);
+      MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s) over "
+                             << sockets << " socket(s), " << cfg.hosts << " host(s); "
+                             << shm.shm_peers << " of the peers over shared memory"
+                             << (shm.shm_peers > 0 ? " (their sockets carry only wake-ups)" : ""));
+      if (injector) {
+        for (int peer = 0; peer < o.world_size; ++peer)
+          if (conns[peer])
+            conns[peer] = injector->wrap(conns[peer], peer);
+        injector->start();
+      }
+      p->rendezvous = rendezvous;
+    } catch (const error& e) {
+      // Name the cause (another rank's failure, rank 0's loss, ranks that
+      // never came) and tell the others, so they stop waiting at once.
+      throw guard.explain(e);
     }
-    transport::shm_setup_options so;
-    so.rank = o.rank;
-    so.world = o.world_size;
-    so.mode = to_string(cfg.transport);
-    so.host_id = cfg.host_id;
-    so.ring_bytes = cfg.shm_ring_bytes;
-    // Board ops run to their end in the call, so no larger than
-    // MCCL_INLINE_BYTES allows; fault scenarios act on links: with one,
-    // every op goes over them.
-    so.board_bytes = injector ? 0 : std::min(cfg.shm_board_bytes, cfg.inline_bytes);
-    // The fault decorator rewrites frames in buffers of its own, which a
-    // splice must not point into.
-    so.single_copy_bytes = injector ? 0 : cfg.shm_single_copy_bytes;
-    so.deadline = std::chrono::steady_clock::now() + cfg.connect_timeout;
-    so.rendezvous = rendezvous.get();
-    so.key_prefix = prefix;
-    auto shm = transport::setup_shm_links(conns, so);
-    board = shm.board;
-    cfg.host_of = host_of_ranks(shm.hosts, mo);
-    cfg.hosts = sched::host_count(cfg.host_of);
-    MCCL_LOG(info, "rank " << o.rank << ": connected to " << o.world_size - 1 << " peer(s) over "
-                           << sockets << " socket(s), " << cfg.hosts << " host(s); "
-                           << shm.shm_peers << " of the peers over shared memory"
-                           << (shm.shm_peers > 0 ? " (their sockets carry only wake-ups)" : ""));
-    if (injector) {
-      for (int peer = 0; peer < o.world_size; ++peer)
-        if (conns[peer])
-          conns[peer] = injector->wrap(conns[peer], peer);
-      injector->start();
-    }
-    p->rendezvous = rendezvous;
   }
   MCCL_LOG(info, "communicator " << o.comm_id << ": " << describe_selection(o.world_size, cfg));
 

@@ -499,6 +499,13 @@ const setting_def setting_table[] = {
        throw bad_value{};
      cfg.job_token = text;
    }},
+  {"MCCL_JOB_ID", "", "any string of at most 64 bytes",
+   "Names one launch of a job (mcclrun sets a fresh one); every rank must have the same, or rendezvous refuses the rank as one of another job on the same MASTER_PORT.",
+   [](config& cfg, const std::string& text) {
+     if (text.size() > max_job_token_bytes)
+       throw bad_value{};
+     cfg.job_id = text;
+   }},
 };
 
 constexpr const char* job_token_name = "MCCL_JOB_TOKEN";
@@ -778,6 +785,7 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_METRICS_PORT") return std::to_string(cfg.metrics_port);
     if (name == "MCCL_METRICS_ADDR") return cfg.metrics_addr;
     if (name == "MCCL_JOB_TOKEN") return shown_value(job_token_name, cfg.job_token);
+    if (name == "MCCL_JOB_ID") return quoted(cfg.job_id);
     return "?";
   };
   std::ostringstream os;

@@ -74,17 +74,33 @@ def main(argv=None):
         ax.plot([i] * len(runs[label]), [r["samples_per_s"] for r in runs[label]], "k.", label="runs" if i == 0 else None)
     ax.set_xticks(x, [f"{label}\n({runs[label][0]['world_size']} rank(s))" for label in labels])
     ax.set_ylabel("samples/s")
-    ax.set_title(f"training throughput, global batch {runs[labels[0]][0]['global_batch']}, "
-                 f"{runs[labels[0]][0]['parameters'] / 1e6:.0f}M parameters")
-    ax.legend()
+    first = runs[labels[0]][0]
+    ax.set_title(f"training throughput, global batch {first['global_batch']}, "
+                 f"{parameter_text(first['parameters'])}")
+    # Above the bars, never over them: the axis grows to make room.
+    ax.set_ylim(0, max(max(r["samples_per_s"] for r in runs[label]) for label in labels) * 1.25)
+    ax.legend(loc="upper center", ncol=2, frameon=False)
     fig.tight_layout()
     fig.savefig(args.output + "_bars.png", dpi=120)
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.boxplot([arrays[f"{label}_step_times_s"] * 1000 for label in labels], labels=labels)
     ax.set_ylabel("step time (ms)")
+    ax.set_title(f"time per training step, global batch {first['global_batch']}, "
+                 f"{parameter_text(first['parameters'])}")
     fig.tight_layout()
     fig.savefig(args.output + ".png", dpi=120)
     print(f"wrote {args.output}.png and {args.output}_bars.png")
+
+
+def parameter_text(n):
+    """412000 -> "0.412M parameters" (not "0M"), 2.5e9 -> "2.5B parameters"."""
+    if n >= 1e9:
+        return f"{n / 1e9:.3g}B parameters"
+    if n >= 1e5:
+        return f"{n / 1e6:.3g}M parameters"
+    if n >= 1e3:
+        return f"{n / 1e3:.3g}K parameters"
+    return f"{n} parameters"
 
 
 if __name__ == "__main__":

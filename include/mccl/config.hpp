@@ -162,6 +162,9 @@ struct config {
   std::string metrics_addr = "127.0.0.1";
   /// Shared secret for handshakes; "" = none.
   std::string job_token;
+  /// Names one launch of a job (mcclrun sets it); every rank must have the
+  /// same one, so a rank of another job on the same MASTER_PORT is refused.
+  std::string job_id;
   /// Setting name (MCCL_*) -> where its value came from.
   std::map<std::string, setting_source> sources;
 };

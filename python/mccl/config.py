@@ -6,14 +6,18 @@ Every setting MCCL_FOO_BAR is the keyword foo_bar here:
     mccl.init(chunk_bytes="256K", timeout_ms=60000, log_level="INFO")
     mccl.init(mccl.MCCLConfig(algo="allreduce=ring"))
 
-Values are checked at once (a bad one raises MCCLError naming the setting
-and what is allowed) and apply to process groups created afterwards. They
+Values are checked at once, also when an MCCLConfig is built or changed (a
+bad one raises MCCLError naming the setting and what is allowed), and apply
+to process groups created afterwards: init() after init_process_group warns
+that the existing groups keep their settings. They
 beat the environment; settings not given here come from the environment,
 then the defaults. Settings of the runtime itself (MCCL_WORKER_THREADS,
 MCCL_LOG_LEVEL) take effect only before the first process group.
 """
 
 import difflib
+import sys
+import warnings
 
 from . import _lib
 
@@ -51,7 +55,9 @@ class MCCLConfig:
             setattr(self, key, value)
 
     def __setattr__(self, key, value):
-        _env_name(key)  # unknown names are an error, never ignored
+        name = _env_name(key)  # unknown names are an error, never ignored
+        if value is not None:
+            _validate(name, _to_text(value))  # a bad value fails here, not at init()
         object.__setattr__(self, key, value)
 
     def items(self):
@@ -69,6 +75,28 @@ class MCCLConfig:
                          for key, (_, d, allowed, doc) in _SETTINGS.items())
 
 
+def _validate(name, text):
+    """Raises MCCLError naming the setting and what is allowed when `text`
+    is not a valid value of `name`; changes no setting."""
+    before = explicit_settings()
+    try:
+        _lib.call("mccl_set_setting", name.encode(), text.encode())
+    finally:
+        _lib.call("mccl_clear_settings")
+        for other, value in before.items():
+            _lib.call("mccl_set_setting", other.encode(), value.encode())
+
+
+def _groups_exist():
+    """True when torch.distributed already has a default process group
+    (torch is not imported for the question)."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        return bool(dist is not None and dist.is_available() and dist.is_initialized())
+    except Exception:  # a torch too old or too odd to answer: assume none
+        return False
+
+
 def init(config=None, **settings):
     """Sets mccl settings explicitly for process groups created from now on.
 
@@ -78,6 +106,13 @@ def init(config=None, **settings):
     pairs = list(config.items()) if config is not None else []
     pairs += list(settings.items())
     names = [(_env_name(k), _to_text(v)) for k, v in pairs if v is not None]
+    if names and _groups_exist():
+        warnings.warn(
+            "mccl.init(" + ", ".join(f"{n[len(_PREFIX):].lower()}={t!r}" for n, t in names)
+            + ") after torch.distributed.init_process_group: these settings apply only to "
+            "process groups created from now on (new_group, or after destroy_process_group "
+            "and a new init_process_group); the existing ones keep theirs. Call mccl.init "
+            "before init_process_group.", RuntimeWarning, stacklevel=2)
     before = explicit_settings()
     try:
         for name, text in names:

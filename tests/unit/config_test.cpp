@@ -62,7 +62,7 @@ const std::vector<std::string> expected_names = {
   "MCCL_FAULTS_REPORT",  "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
   "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_FLIGHT_RECORDER", "MCCL_FAST_MATH",
   "MCCL_GPU_THRESHOLD",  "MCCL_SHADER_PATH",   "MCCL_TRACE", "MCCL_METRICS_PORT", "MCCL_METRICS_ADDR",
-  "MCCL_JOB_TOKEN",
+  "MCCL_JOB_TOKEN",      "MCCL_JOB_ID",
 };
 
 } // namespace
@@ -385,6 +385,12 @@ TEST(ConfigEnv, JobToken) {
   EXPECT_EQ(resolve_env({{"MCCL_JOB_TOKEN", ""}}).job_token, "");
 }
 
+TEST(ConfigEnv, JobId) {
+  EXPECT_EQ(resolve_env({}).job_id, "");
+  EXPECT_EQ(resolve_env({{"MCCL_JOB_ID", "mcclrun-host-42-1700000000"}}).job_id, "mcclrun-host-42-1700000000");
+  EXPECT_EQ(resolve_env({{"MCCL_JOB_ID", std::string(64, 'j')}}).job_id, std::string(64, 'j'));
+}
+
 TEST(ConfigEnv, AllAtOnce) {
   environment env{
     {"MCCL_TRANSPORT", "tcp"},          {"MCCL_LOG_LEVEL", "debug"},
@@ -406,6 +412,7 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_SOCKETS_PER_PEER", "3"},     {"MCCL_OP_THREAD_BYTES", "32M"},
     {"MCCL_SHM_RING_BYTES", "4M"},     {"MCCL_SHM_BOARD_BYTES", "4K"},
     {"MCCL_HOST_ID", "rack2:node-7"}, {"MCCL_SHM_SINGLE_COPY_BYTES", "1M"},
+    {"MCCL_JOB_ID", "job-7"},
   };
   auto cfg = resolve_env(env);
   EXPECT_EQ(cfg.heartbeat_misses, 4);
@@ -540,6 +547,7 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_METRICS_PORT", "80"},
   {"MCCL_METRICS_PORT", "65536"},
   {"MCCL_METRICS_PORT", "x"},
+  {"MCCL_JOB_ID", std::string(65, 'j')},
   {"MCCL_METRICS_ADDR", "localhost"},
   {"MCCL_METRICS_ADDR", ""},
   {"MCCL_FAST_MATH", "maybe"},

@@ -20,4 +20,37 @@ std::string memory_store::get(const std::string& key, std::chrono::milliseconds 
   return values_[key];
 }
 
+std::optional<std::string> store::try_get(const std::string& key) {
+  try {
+    return get(key, std::chrono::milliseconds(1));
+  } catch (const error&) {
+    return std::nullopt;
+  }
+}
+
+std::string store::set_if_absent(const std::string& key, const std::string& value) {
+  if (auto held = try_get(key))
+    return *held;
+  set(key, value);
+  return value;
+}
+
+std::optional<std::string> memory_store::try_get(const std::string& key) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  auto i = values_.find(key);
+  if (i == values_.end())
+    return std::nullopt;
+  return i->second;
+}
+
+std::string memory_store::set_if_absent(const std::string& key, const std::string& value) {
+  std::string held;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    held = values_.emplace(key, value).first->second;
+  }
+  changed_.notify_all();
+  return held;
+}
+
 } // namespace mccl

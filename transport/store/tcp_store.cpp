@@ -20,6 +20,7 @@ namespace {
 
 constexpr uint8_t op_set = 1;
 constexpr uint8_t op_check = 2;
+constexpr uint8_t op_set_if_absent = 3;
 constexpr uint32_t max_key = 1024;
 constexpr uint32_t max_value = 1 << 20;
 // Bounds on what all clients together may store, so a stray or buggy client
@@ -78,7 +79,7 @@ struct tcp_store_server::impl : std::enable_shared_from_this<impl> {
         if (ec)
           return; // client went away: normal at the end of rendezvous
         uint32_t klen = get_u32(self->head + 1);
-        if ((self->head[0] != op_set && self->head[0] != op_check) || klen == 0 || klen > max_key)
+        if (self->head[0] < op_set || self->head[0] > op_set_if_absent || klen == 0 || klen > max_key)
           return self->drop("malformed request (op " + std::to_string(self->head[0])
                             + ", key length " + std::to_string(klen) + ")");
         self->key.assign(klen, '\0');
@@ -103,7 +104,16 @@ struct tcp_store_server::impl : std::enable_shared_from_this<impl> {
 
     void answer() {
       reply.clear();
-      if (head[0] == op_set) {
+      if (head[0] == op_set_if_absent) {
+        auto held = owner->values.find(key);
+        if (held != owner->values.end()) {
+          reply.push_back(0);
+          put_u32(reply, static_cast<uint32_t>(held->second.size()));
+          reply += held->second;
+          return send_reply();
+        }
+      }
+      if (head[0] == op_set || head[0] == op_set_if_absent) {
         auto old = owner->values.find(key);
         std::size_t freed = old == owner->values.end() ? 0 : old->first.size() + old->second.size();
         std::size_t total = owner->total_bytes - freed + key.size() + value.size();
@@ -114,7 +124,12 @@ struct tcp_store_server::impl : std::enable_shared_from_this<impl> {
         owner->total_bytes = total;
         owner->values[key] = value;
         reply.push_back(0);
-        put_u32(reply, 0);
+        if (head[0] == op_set_if_absent) {
+          put_u32(reply, static_cast<uint32_t>(value.size()));
+          reply += value;
+        } else {
+          put_u32(reply, 0);
+        }
       } else {
         auto i = owner->values.find(key);
         if (i == owner->values.end()) {
@@ -126,6 +141,10 @@ struct tcp_store_server::impl : std::enable_shared_from_this<impl> {
           reply += i->second;
         }
       }
+      send_reply();
+    }
+
+    void send_reply() {
       auto self = shared_from_this();
       asio::async_write(socket, asio::buffer(reply), [self](auto ec, std::size_t) {
         if (!ec)
@@ -202,12 +221,17 @@ struct tcp_store_client::impl {
   asio::io_context io;
   tcp::socket socket{io};
   std::mutex mutex; // one request at a time on the one connection
+  std::string lost; ///< why an established connection failed; "" while none did
 
   std::string where() const { return host + ":" + std::to_string(port); }
 
   void ensure_connected() {
     if (socket.is_open())
       return;
+    if (!lost.empty())
+      throw error(errc::rendezvous_failed,
+                  "rank " + std::to_string(rank) + " lost the rendezvous store at MASTER_ADDR:MASTER_PORT = "
+                    + where() + " (" + lost + "): rank 0, which serves it, has exited or was killed");
     auto addr = transport::resolve_host(host, "MASTER_ADDR");
     auto deadline = clock::now() + connect_timeout;
     auto err = transport::connect_with_retry(socket, tcp::endpoint(addr, port), deadline);
@@ -236,8 +260,10 @@ struct tcp_store_client::impl {
     auto fail = [&](const std::string& why) {
       boost::system::error_code ec;
       socket.close(ec);
-      return error(errc::rendezvous_failed, "rank " + std::to_string(rank)
-                                              + ": rendezvous store at " + where() + ": " + why);
+      lost = why;
+      return error(errc::rendezvous_failed,
+                   "rank " + std::to_string(rank) + " lost the rendezvous store at MASTER_ADDR:MASTER_PORT = "
+                     + where() + " (" + why + "): rank 0, which serves it, has exited or was killed");
     };
     auto err = transport::write_all(socket, req.data(), req.size(), deadline);
     if (!err.empty())
@@ -285,6 +311,19 @@ std::string tcp_store_client::get(const std::string& key, std::chrono::milliseco
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(20));
   }
+}
+
+std::optional<std::string> tcp_store_client::try_get(const std::string& key) {
+  std::lock_guard<std::mutex> guard{impl_->mutex};
+  auto [status, value] = impl_->call(op_check, key, {});
+  if (status != 0)
+    return std::nullopt;
+  return value;
+}
+
+std::string tcp_store_client::set_if_absent(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> guard{impl_->mutex};
+  return impl_->call(op_set_if_absent, key, value).second;
 }
 
 } // namespace mccl

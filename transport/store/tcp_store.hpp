@@ -3,9 +3,10 @@
 /// MASTER_ADDR:MASTER_PORT (on the runtime's reactor thread); every rank,
 /// rank 0 included, talks to it as a client.
 ///
-/// Wire (all little-endian): request = op u8 (1 set, 2 check), key_len u32,
-/// key, value_len u32, value. Reply = status u8 (0 ok, 1 missing), len u32,
-/// value. Keys are capped at 1 KiB and values at 1 MiB before allocation.
+/// Wire (all little-endian): request = op u8 (1 set, 2 check, 3 set if
+/// absent), key_len u32, key, value_len u32, value. Reply = status u8 (0 ok,
+/// 1 missing), len u32, value (check: the value; set if absent: the value
+/// the key holds afterwards). Keys are capped at 1 KiB and values at 1 MiB before allocation.
 
 #include <mccl/store.hpp>
 
@@ -34,7 +35,10 @@ private:
 };
 
 /// Client side. Each call connects once (retrying until connect_timeout on
-/// first use, since rank 0 may start later) and keeps the connection.
+/// first use, since rank 0 may start later) and keeps the connection. Once
+/// an established connection fails, the store is taken for gone (rank 0,
+/// which serves it, exited): every later call fails at once, saying so,
+/// instead of retrying for connect_timeout.
 class tcp_store_client : public store {
 public:
   tcp_store_client(std::string host, unsigned short port, int rank,
@@ -43,6 +47,8 @@ public:
 
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::optional<std::string> try_get(const std::string& key) override;
+  std::string set_if_absent(const std::string& key, const std::string& value) override;
 
 private:
   struct impl;

@@ -3,6 +3,7 @@
 #include <mccl/error.hpp>
 #include "config/log.hpp"
 #include "transport/tcp/handshake_io.hpp"
+#include "transport/tcp/hello_gate.hpp"
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/wire/handshake.hpp"
 
@@ -33,6 +34,7 @@ tcp_link_resumer::tcp_link_resumer(std::shared_ptr<readiness_monitor> monitor, m
     throw error(errc::connect_failed, rank_str(opts_.rank) + " cannot make the reconnect thread's "
                                         "wake-up descriptor (MCCL_RECONNECT_MS): eventfd failed");
   }
+  gate_ = std::make_unique<hello_gate>(io_, rank_str(opts_.rank), opts_.comm_id, resume_attempt_limit);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -43,6 +45,7 @@ tcp_link_resumer::~tcp_link_resumer() {
   }
   poke();
   thread_.join();
+  gate_.reset();
   ::close(listen_fd_);
   ::close(wake_fd_);
 }
@@ -122,55 +125,34 @@ void tcp_link_resumer::run() {
       if (i != requests_.end())
         i->second.next_try = clock::now() + resume_retry_pause;
     }
-    // Wait for a resume hello (or a stray) on the listening socket; briefly
-    // while a dial is pending, so retries stay on time.
-    // resume() and the destructor poke wake_fd_, so a new request is served
-    // at once.
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (::poll(fds, 2, dialling ? 20 : 200) > 0) {
-      if (fds[1].revents) {
-        uint64_t count;
-        [[maybe_unused]] auto n = ::read(wake_fd_, &count, sizeof count);
-      }
-      if (fds[0].revents)
-        accept_one();
-    }
+    // Wait for resume hellos (and strays, read side by side, each for at
+    // most resume_attempt_limit) on the listening socket; briefly while a
+    // dial is pending, so retries stay on time. resume() and the destructor
+    // poke wake_fd_, so a new request or a stop is served at once.
+    auto arrived = gate_->wait({listen_fd_}, clock::now() + (dialling ? std::chrono::milliseconds(20)
+                                                                        : std::chrono::milliseconds(200)),
+                               {wake_fd_});
+    uint64_t count;
+    [[maybe_unused]] auto n = ::read(wake_fd_, &count, sizeof count);
+    for (auto& in : arrived)
+      answer(in);
   }
 }
 
-void tcp_link_resumer::accept_one() {
-  sockaddr_storage addr{};
-  socklen_t addr_len = sizeof addr;
-  int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &addr_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-  if (fd < 0)
-    return; // a spurious wake-up, or the peer gave up already
-  asio::io_context local;
-  tcp::socket s(local);
-  boost::system::error_code ec;
-  s.assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
-  if (ec) {
-    ::close(fd);
-    return;
-  }
-  auto remote = s.remote_endpoint(ec);
-  auto deadline = clock::now() + resume_attempt_limit;
-  wire::frame_header h;
-  std::vector<uint8_t> payload;
-  auto err = read_control(s, deadline, h, payload);
+void tcp_link_resumer::answer(hello_gate::arrival& in) {
+  auto& s = *in.socket;
+  const auto& h = in.header;
   wire::hello hi;
-  if (err.empty()) {
-    std::vector<bool> resumable(static_cast<std::size_t>(opts_.world));
-    {
-      std::lock_guard<std::mutex> guard{mutex_};
-      for (auto& entry : requests_)
-        resumable[static_cast<std::size_t>(entry.first)] = true;
-    }
-    err = vet_resume_hello({opts_.rank, opts_.world, opts_.comm_id, opts_.token}, h,
-                           payload.data(), payload.size(), resumable, hi);
+  std::vector<bool> resumable(static_cast<std::size_t>(opts_.world));
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    for (auto& entry : requests_)
+      resumable[static_cast<std::size_t>(entry.first)] = true;
   }
+  auto err = vet_resume_hello({opts_.rank, opts_.world, opts_.comm_id, opts_.token}, h,
+                              in.payload.data(), in.payload.size(), resumable, hi);
   if (!err.empty()) {
-    MCCL_LOG(warn, rank_str(opts_.rank) << " refused a connection from " << to_string(remote)
-                                        << ": " << err);
+    MCCL_LOG(warn, rank_str(opts_.rank) << " refused a connection from " << in.remote << ": " << err);
     send_control(s, wire::frame_kind::refuse, opts_.comm_id, wire::encode_text(err),
                  clock::now() + std::chrono::milliseconds(200));
     return;
@@ -179,7 +161,7 @@ void tcp_link_resumer::accept_one() {
   wire::hello ack{static_cast<uint32_t>(opts_.rank), hi.from_rank,
                   static_cast<uint32_t>(opts_.world), opts_.token};
   err = send_control(s, wire::frame_kind::hello_ack, opts_.comm_id, wire::encode_hello(ack),
-                     deadline, stripe_tag{}, resume_marker);
+                     clock::now() + resume_attempt_limit, stripe_tag{}, resume_marker);
   if (!err.empty()) {
     MCCL_LOG(warn, rank_str(opts_.rank) << ": resuming the link to rank " << hi.from_rank
                                         << " failed: " << err);
@@ -187,9 +169,9 @@ void tcp_link_resumer::accept_one() {
   }
   int peer = static_cast<int>(hi.from_rank);
   MCCL_LOG(info, rank_str(opts_.rank) << " resumed its link to " << rank_str(peer) << " from "
-                                      << to_string(remote));
+                                      << in.remote);
   finish(peer, std::make_shared<tcp_connection>(monitor_, std::move(s),
-                                                rank_str(peer) + " at " + to_string(remote)),
+                                                rank_str(peer) + " at " + in.remote),
          "");
 }
 

@@ -11,9 +11,13 @@
 ///
 /// One thread per communicator: it waits on the listening socket and a
 /// wake-up descriptor (in 200 ms steps, 20 ms while dialling, to check
-/// deadlines), refuses strays, and dials with at most 500 ms per attempt.
+/// deadlines), reads every connection that has not sent its hello yet side
+/// by side and without blocking (hello_gate.hpp: at most 500 ms each, so an
+/// idle stray delays neither a resume nor the rank's exit), refuses
+/// strays, and dials with at most 500 ms per attempt.
 
 #include "transport/connection.hpp"
+#include "transport/tcp/hello_gate.hpp"
 #include "transport/tcp/readiness.hpp"
 #include "transport/tcp/tcp_mesh.hpp"
 
@@ -49,7 +53,8 @@ private:
     done_fn done;
   };
   void run();
-  void accept_one();
+  /// Vets a resume hello that arrived whole and answers it.
+  void answer(hello_gate::arrival& in);
   /// One attempt to dial `peer`; "" and *conn set on success, else why not.
   std::string dial_once(int peer, std::chrono::steady_clock::time_point deadline,
                         connection_ptr* conn);
@@ -65,6 +70,8 @@ private:
   int wake_fd_ = -1; ///< eventfd: a new request or stop
   std::map<int, request> requests_; ///< by peer rank
   bool stop_ = false;
+  boost::asio::io_context io_;         ///< owns accepted sockets until they are vetted
+  std::unique_ptr<hello_gate> gate_;  ///< connections not yet authenticated (run's thread only)
   std::thread thread_;
 };
 

@@ -6,10 +6,12 @@
 #include "transport/wire/handshake.hpp"
 #include "transport/tcp/socket_util.hpp"
 #include "transport/tcp/handshake_io.hpp"
+#include "transport/tcp/hello_gate.hpp"
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/tcp/tcp_link_resumer.hpp"
 
 #include <algorithm>
+#include <thread>
 
 #include <unistd.h>
 
@@ -18,6 +20,9 @@ namespace mccl::transport {
 namespace asio = boost::asio;
 
 namespace {
+
+/// How often waits for peers call mesh_options::on_wait.
+constexpr auto wait_slice = std::chrono::milliseconds(250);
 
 /// One stripe's socket, connected and through the handshake.
 struct handshaken {
@@ -61,6 +66,13 @@ handshaken dial_stripe(const mesh_options& o, int peer, const std::string& ep_te
   wire::hello hi{static_cast<uint32_t>(o.rank), static_cast<uint32_t>(peer),
                  static_cast<uint32_t>(o.world), o.token};
   err = send_control(*s, wire::frame_kind::hello, o.comm_id, wire::encode_hello(hi), deadline, tag);
+  // The peer answers once it is done dialling lower ranks: wait in slices.
+  while (err.empty() && !wait_fd(s->native_handle(), false, std::min(deadline, clock::now() + wait_slice))) {
+    if (clock::now() >= deadline)
+      break;
+    if (o.on_wait)
+      o.on_wait();
+  }
   wire::frame_header h;
   std::vector<uint8_t> payload;
   if (err.empty())
@@ -87,9 +99,22 @@ handshaken dial_stripe(const mesh_options& o, int peer, const std::string& ep_te
 /// peer published (a resumer dials it again).
 connection_ptr dial(const std::shared_ptr<readiness_monitor>& monitor, const mesh_options& o, int peer,
                     asio::io_context& io, clock::time_point deadline, std::string* published) {
-  auto ms_left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
-  *published = o.rendezvous->get(o.key_prefix + "ep/" + std::to_string(peer),
-                                 std::max(ms_left, std::chrono::milliseconds(1)));
+  auto key = o.key_prefix + "ep/" + std::to_string(peer);
+  for (;;) {
+    if (auto v = o.rendezvous->try_get(key)) {
+      *published = *v;
+      break;
+    }
+    if (o.on_wait)
+      o.on_wait();
+    auto now = clock::now();
+    if (now >= deadline)
+      throw error(errc::connect_failed,
+                  rank_str(o.rank) + " timed out after MCCL_CONNECT_TIMEOUT_MS="
+                    + std::to_string(o.connect_timeout.count()) + " waiting for " + rank_str(peer)
+                    + " to publish its endpoint");
+    std::this_thread::sleep_for(std::min<clock::duration>(std::chrono::milliseconds(20), deadline - now));
+  }
   auto eps = parse_endpoints(*published, peer);
   int count = stripes_for_pair(o.sockets_per_peer, eps.size());
   std::vector<handshaken> stripes;
@@ -225,10 +250,13 @@ std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monit
   for (auto& a : acceptors)
     listening.push_back(a->native_handle());
   std::vector<arriving> partial(static_cast<std::size_t>(o.world));
+  // Strays (idle, slow or garbage connections) are read side by side with
+  // the real peers, each for at most 5 s: any number of them cannot hold
+  // the job up.
+  hello_gate gate(local, rank_str(o.rank), o.comm_id, std::chrono::seconds(5));
   int expected = o.world - 1 - o.rank;
   while (expected > 0) {
-    int ready = wait_any_readable(listening, deadline);
-    if (ready < 0) {
+    if (clock::now() >= deadline) {
       std::string missing;
       for (int r = o.rank + 1; r < o.world; ++r)
         if (!conns[r])
@@ -239,54 +267,55 @@ std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monit
       throw error(errc::connect_failed,
                   rank_str(o.rank) + " at " + published + " timed out after "
                     "MCCL_CONNECT_TIMEOUT_MS=" + std::to_string(o.connect_timeout.count())
-                    + " waiting for rank(s) " + missing + " to connect");
+                    + " waiting for rank(s) " + missing + " to connect"
+                    + (gate.strays() > 0 ? " (meanwhile it refused " + std::to_string(gate.strays())
+                                             + " stray connection(s), logged above)"
+                                         : ""));
     }
-    auto s = std::make_unique<tcp::socket>(local);
-    boost::system::error_code ec;
-    acceptors[static_cast<std::size_t>(ready)]->accept(*s, ec);
-    if (ec)
-      continue; // would_block after a spurious wake-up, or an aborted connection
-    s->non_blocking(true, ec);
-    auto remote = s->remote_endpoint(ec);
-    // A silent stray connection may hold us up for at most this long.
-    auto hello_deadline = std::min(deadline, clock::now() + std::chrono::seconds(5));
-    wire::frame_header h;
-    std::vector<uint8_t> payload;
-    auto err = read_control(*s, hello_deadline, h, payload);
-    wire::hello hi;
-    if (err.empty())
-      err = vet_hello(o, h, payload, conns, partial, hi);
-    if (!err.empty()) {
-      MCCL_LOG(warn, rank_str(o.rank) << " refused a connection from " << to_string(remote)
-                                      << ": " << err);
-      send_control(*s, wire::frame_kind::refuse, o.comm_id, wire::encode_text(err),
-                   std::min(deadline, clock::now() + std::chrono::milliseconds(200)));
-      continue;
+    if (o.on_wait)
+      o.on_wait();
+    for (auto& in : gate.wait(listening, std::min(deadline, clock::now() + wait_slice))) {
+      auto& s = in.socket;
+      const auto& h = in.header;
+      wire::hello hi;
+      auto err = vet_hello(o, h, in.payload, conns, partial, hi);
+      if (!err.empty()) {
+        MCCL_LOG(warn, rank_str(o.rank) << " refused a connection from " << in.remote << ": " << err);
+        send_control(*s, wire::frame_kind::refuse, o.comm_id, wire::encode_text(err),
+                     std::min(deadline, clock::now() + std::chrono::milliseconds(200)));
+        continue;
+      }
+      tune_socket(*s, o.socket_buffer_bytes);
+      wire::hello ack{static_cast<uint32_t>(o.rank), hi.from_rank, static_cast<uint32_t>(o.world),
+                      o.token};
+      stripe_tag tag{o.sockets_per_peer, static_cast<int>(stripes_in(h)), static_cast<int>(h.chunk)};
+      err = send_control(*s, wire::frame_kind::hello_ack, o.comm_id, wire::encode_hello(ack), deadline, tag);
+      if (!err.empty()) {
+        MCCL_LOG(warn, rank_str(o.rank) << ": handshake with rank " << hi.from_rank << " failed: " << err);
+        continue;
+      }
+      MCCL_LOG(debug, rank_str(o.rank) << " accepted rank " << hi.from_rank << " from " << in.remote
+                                       << (tag.count > 1 ? " (stripe " + std::to_string(tag.index) + " of "
+                                                             + std::to_string(tag.count) + ")"
+                                                         : std::string()));
+      auto& a = partial[hi.from_rank];
+      if (a.count == 0) {
+        a.count = tag.count;
+        a.stripes.resize(static_cast<std::size_t>(tag.count));
+      }
+      a.stripes[h.chunk] = handshaken{std::move(s), in.remote};
+      if (++a.have < a.count)
+        continue;
+      conns[hi.from_rank] = make_connection(monitor, o, static_cast<int>(hi.from_rank), std::move(a.stripes));
+      --expected;
     }
-    tune_socket(*s, o.socket_buffer_bytes);
-    wire::hello ack{static_cast<uint32_t>(o.rank), hi.from_rank, static_cast<uint32_t>(o.world),
-                    o.token};
-    stripe_tag tag{o.sockets_per_peer, static_cast<int>(stripes_in(h)), static_cast<int>(h.chunk)};
-    err = send_control(*s, wire::frame_kind::hello_ack, o.comm_id, wire::encode_hello(ack), deadline, tag);
-    if (!err.empty()) {
-      MCCL_LOG(warn, rank_str(o.rank) << ": handshake with rank " << hi.from_rank << " failed: " << err);
-      continue;
-    }
-    MCCL_LOG(debug, rank_str(o.rank) << " accepted rank " << hi.from_rank << " from " << to_string(remote)
-                                     << (tag.count > 1 ? " (stripe " + std::to_string(tag.index) + " of "
-                                                           + std::to_string(tag.count) + ")"
-                                                       : std::string()));
-    auto& a = partial[hi.from_rank];
-    if (a.count == 0) {
-      a.count = tag.count;
-      a.stripes.resize(static_cast<std::size_t>(tag.count));
-    }
-    a.stripes[h.chunk] = handshaken{std::move(s), to_string(remote)};
-    if (++a.have < a.count)
-      continue;
-    conns[hi.from_rank] = make_connection(monitor, o, static_cast<int>(hi.from_rank), std::move(a.stripes));
-    --expected;
   }
+  if (gate.strays() + gate.pending() > 0)
+    MCCL_LOG(warn, rank_str(o.rank) << " refused " << gate.strays() << " stray connection(s) to "
+                                    << published << " while its peers connected (each logged above)"
+                                    << (gate.pending() > 0 ? " and closes " + std::to_string(gate.pending())
+                                                               + " that have sent no hello yet"
+                                                           : std::string()));
   if (resumer) {
     // Resumes come to the first address; a resumed link uses one socket,
     // whatever MCCL_SOCKETS_PER_PEER gave it before.

@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +52,10 @@ struct mesh_options {
   std::size_t socket_buffer_bytes = 0;
   store* rendezvous = nullptr;
   std::string key_prefix; ///< e.g. "mccl/0/": keys are <prefix>ep/<rank>
+  /// Called at least every 250 ms while waiting for peers (their endpoints,
+  /// their connections, their replies); throws to give up, e.g. when
+  /// another rank's setup failed (transport/store/rendezvous_guard.hpp).
+  std::function<void()> on_wait;
 };
 
 /// Sockets between two ranks: `setting` (MCCL_SOCKETS_PER_PEER) when it is
