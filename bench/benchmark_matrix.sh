@@ -17,7 +17,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OUT="${1:-$ROOT/out/benchmark_matrix}"
+# Outside the checkout by default: results are not source.
+OUT="${1:-${TMPDIR:-/tmp}/mccl-benchmark-matrix}"
 BENCH="${BENCH:-$ROOT/build/bench/mccl-bench}"
 RANKS="${RANKS:-2 4}"
 TRANSPORTS="${TRANSPORTS:-shm tcp}"
@@ -66,17 +67,31 @@ try:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(8, 5))
+    import platform, time
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    # Colour tells ranks and transport apart, line style and marker the
+    # compression: every series differs however many cells there are.
+    worlds = sorted({(r["ranks"], r["transport"]) for r in rows})
+    kinds = sorted({r["compression"] for r in rows})
+    colours = plt.get_cmap("tab10" if len(worlds) <= 10 else "tab20")
+    styles = ["-", "--", ":", "-."]
+    marks = ["o", "s", "^", "D", "v", "x"]
     for k in sorted({key(r) for r in rows}):
         cell = sorted((r for r in rows if key(r) == k), key=lambda r: r["bytes"])
-        ax.plot([r["bytes"] for r in cell], [r["algbw_gbs"] for r in cell], marker="o",
-                label=f"{k[0]} ranks, {k[1]}, {k[2]}")
+        w, c = worlds.index(k[:2]), kinds.index(k[2])
+        ax.plot([r["bytes"] for r in cell], [r["algbw_gbs"] for r in cell],
+                color=colours(w % colours.N), linestyle=styles[c % len(styles)],
+                marker=marks[c % len(marks)], label=f"{k[0]} ranks, {k[1]}, {k[2]}")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("bytes")
+    ax.set_xlabel("message size (bytes, log scale)")
     ax.set_ylabel("algbw (GB/s)")
-    ax.legend(fontsize=7)
+    op = rows[0].get("op", "allreduce") if rows else "allreduce"
+    ax.set_title(f"mccl {op}: algorithm bandwidth by size\n"
+                 f"{platform.node()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "matrix.png"), dpi=120)
+    fig.savefig(os.path.join(out, "matrix.png"), dpi=120, bbox_inches="tight")
     print(f"wrote {out}/matrix.md and {out}/matrix.png")
 except ImportError:
     print(f"wrote {out}/matrix.md (no matplotlib: no plot)")

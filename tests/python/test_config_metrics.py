@@ -78,6 +78,16 @@ def metrics(rank, world):
     return m.to_dict(), line, logged, attrs, sorted(as_dict), plain, mccl.get_metrics().to_dict()
 
 
+def _init_after_group(rank, world):
+    import warnings
+    import mccl
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mccl.init(compression="fp16")
+    mccl.reset_config()
+    return [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
 class ConfigTest(unittest.TestCase):
     def test_python_beats_environment_beats_group_timeout(self):
         env = {"MCCL_TIMEOUT_MS": "7000", "MCCL_CHUNK_BYTES": "512K"}
@@ -97,6 +107,30 @@ class ConfigTest(unittest.TestCase):
         c = mccl.MCCLConfig(algo="allreduce=ring")
         self.assertEqual(c.items(), [("algo", "allreduce=ring")])
         self.assertIn("chunk_bytes", mccl.MCCLConfig.describe())
+
+    def test_config_object_refuses_bad_values_when_built_and_changes_nothing(self):
+        import mccl
+        mccl.reset_config()
+        mccl.init(chunk_bytes="2M")
+        try:
+            with self.assertRaises(mccl.InvalidConfigError) as caught:
+                mccl.MCCLConfig(transport="foo")
+            self.assertIn("MCCL_TRANSPORT", str(caught.exception))
+            c = mccl.MCCLConfig()
+            with self.assertRaises(mccl.InvalidConfigError):
+                c.chunk_bytes = "lots"
+            # Checking a value left the settings made before as they were.
+            explicit = [k for k, (_, source) in mccl.get_config().items() if source == "explicit"]
+            self.assertEqual(explicit, ["chunk_bytes"])
+        finally:
+            mccl.reset_config()
+
+    def test_init_after_init_process_group_warns(self):
+        warned = harness.run_ranks(_init_after_group, 2, deadline=90)
+        for w in warned:
+            self.assertEqual(len(w), 1, w)
+            self.assertIn("compression='fp16'", w[0])
+            self.assertIn("after torch.distributed.init_process_group", w[0])
 
 
 class MetricsTest(unittest.TestCase):
