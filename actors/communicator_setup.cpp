@@ -54,11 +54,14 @@ transport::listen_choice choose_listen_addresses(const config& cfg, const std::s
 /// The settings every rank must have alike, as describe() shows them:
 /// they shape the frames, chunks, algorithms and liveness a peer expects.
 /// MCCL_TRANSPORT and MCCL_SOCKETS_PER_PEER are compared where they are
-/// used (shm setup, the handshake), with messages of their own.
+/// used (shm setup, the handshake), with messages of their own. Not here:
+/// MCCL_INLINE_BYTES (which thread drives an op is each rank's own choice;
+/// ranks with different values interoperate), MCCL_COMPRESSION and
+/// MCCL_TOPK_RATIO (an op may set its own; every op compares what travels,
+/// and a mismatch fails it on every rank naming both sides).
 std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const config& cfg) {
-  static const char* names[] = {"MCCL_CHUNK_BYTES", "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES",
-                                "MCCL_SHM_BOARD_BYTES", "MCCL_ALGO", "MCCL_TRANSPORT_CRC",
-                                "MCCL_COMPRESSION", "MCCL_TOPK_RATIO", "MCCL_HEARTBEAT_MS"};
+  static const char* names[] = {"MCCL_CHUNK_BYTES", "MCCL_SMALL_MSG_THRESHOLD", "MCCL_SHM_BOARD_BYTES",
+                                "MCCL_ALGO", "MCCL_TRANSPORT_CRC", "MCCL_HEARTBEAT_MS"};
   std::map<std::string, std::string> shown;
   std::istringstream in(describe(cfg));
   std::string line;
