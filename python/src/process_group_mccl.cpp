@@ -21,18 +21,26 @@ namespace {
 
 using ::c10d::OpType;
 
-/// Where the other ranks are, so mccl listens on the interface that routes
-/// there: the TCPStore's host when torch rendezvoused through one, else
-/// MASTER_ADDR, else loopback (MCCL_LISTEN_ADDR / MCCL_IFNAME override).
-std::string master_address(c10::intrusive_ptr<::c10d::Store> store) {
+/// The TCPStore torch rendezvoused through, under its prefixes; null for
+/// another store (file://).
+::c10d::TCPStore* tcp_store_of(c10::intrusive_ptr<::c10d::Store> store) {
   for (int depth = 0; store && depth < 8; ++depth) {
     if (auto* tcp = dynamic_cast<::c10d::TCPStore*>(store.get()))
-      return tcp->getHost();
+      return tcp;
     auto* prefixed = dynamic_cast<::c10d::PrefixStore*>(store.get());
     if (!prefixed)
       break;
     store = prefixed->getUnderlyingStore();
   }
+  return nullptr;
+}
+
+/// Where the other ranks are, so mccl listens on the interface that routes
+/// there: the TCPStore's host when torch rendezvoused through one, else
+/// MASTER_ADDR, else loopback (MCCL_LISTEN_ADDR / MCCL_IFNAME override).
+std::string master_address(const c10::intrusive_ptr<::c10d::Store>& store) {
+  if (auto* tcp = tcp_store_of(store))
+    return tcp->getHost();
   const char* env = std::getenv("MASTER_ADDR");
   return env && *env ? env : "127.0.0.1";
 }
@@ -84,6 +92,10 @@ process_group_mccl::process_group_mccl(const c10::intrusive_ptr<::c10d::Store>& 
   o.world_size = size;
   o.store = std::make_shared<c10d_store_adapter>(store);
   o.master_addr = master_address(store);
+  // The store's port, so MCCL_PORT_BASE is checked against it (0 for a
+  // file:// store: then MASTER_PORT from the environment, if any).
+  if (auto* tcp = tcp_store_of(store))
+    o.master_port = static_cast<int>(tcp->getPort());
   o.comm_id = comm_id_of(group_name);
   o.overrides = mccl::process::explicit_settings();
   // The group's timeout is the op deadline unless MCCL_TIMEOUT_MS was set

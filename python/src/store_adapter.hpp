@@ -9,6 +9,7 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,32 @@ public:
       throw error(errc::rendezvous_failed, "key \"" + key + "\" was not published in the "
                                              "torch.distributed store within "
                                              + std::to_string(timeout.count()) + " ms: " + e.what());
+    }
+  }
+
+  /// Without waiting: check() tells "not set" from "cannot ask".
+  std::optional<std::string> try_get(const std::string& key) override {
+    try {
+      if (!store_->check({key}))
+        return std::nullopt;
+      auto v = store_->get(key);
+      return std::string(v.begin(), v.end());
+    } catch (const std::exception& e) {
+      throw error(errc::rendezvous_failed, "reading key \"" + key + "\" in the torch.distributed store: "
+                                             + e.what());
+    }
+  }
+
+  /// Atomic, through the store's compare-and-set (an empty expected value
+  /// sets a key that does not exist): two processes claiming one rank at
+  /// once cannot both win.
+  std::string set_if_absent(const std::string& key, const std::string& value) override {
+    try {
+      auto held = store_->compareSet(key, {}, std::vector<uint8_t>(value.begin(), value.end()));
+      return std::string(held.begin(), held.end());
+    } catch (const std::exception& e) {
+      throw error(errc::rendezvous_failed, "claiming key \"" + key + "\" in the torch.distributed store: "
+                                             + e.what());
     }
   }
 

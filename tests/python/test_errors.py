@@ -70,6 +70,23 @@ def mismatched_shapes(rank, world):
     return "no error"
 
 
+def port_base_on_the_store_port(rank, world, port):
+    """init_process_group over tcp://127.0.0.1:port with MCCL_PORT_BASE=port
+    (the test sets both): mccl must refuse, naming the setting."""
+    import time
+    import torch.distributed as dist
+    import mccl  # noqa: F401
+    start = time.monotonic()
+    try:
+        dist.init_process_group("mccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, timeout=datetime.timedelta(seconds=20))
+    except Exception as e:  # noqa: BLE001 -- the message is what is checked
+        return {"error": str(e), "seconds": time.monotonic() - start}
+    dist.destroy_process_group()
+    return {"error": None}
+
+
+
 class ErrorsTest(unittest.TestCase):
     def test_argument_errors_and_timeouts(self):
         r0, r1 = harness.run_ranks(argument_errors_then_timeout, 2, pg_timeout=3, deadline=90)
@@ -93,6 +110,16 @@ class ErrorsTest(unittest.TestCase):
             self.assertIn("desync", text)
             self.assertIn("count 4", text)
             self.assertIn("count 5", text)
+
+    def test_port_base_that_covers_the_store_port_is_refused_under_torch(self):
+        port = harness.free_port()
+        results = harness.run_ranks(port_base_on_the_store_port, 2, port, backend=None, init=None,
+                                    env={"MCCL_PORT_BASE": str(port)}, deadline=60)
+        for rank, r in enumerate(results):
+            self.assertIsNotNone(r["error"], f"rank {rank} accepted MCCL_PORT_BASE on the store's port")
+            self.assertIn(f"MCCL_PORT_BASE={port}", r["error"])
+            self.assertIn("MASTER_PORT", r["error"])
+            self.assertLess(r["seconds"], 15.0, r)
 
     def test_bad_settings_are_refused_naming_them(self):
         import mccl

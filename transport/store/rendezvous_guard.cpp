@@ -163,15 +163,33 @@ std::string rendezvous_guard::absent_text() {
            "MASTER_ADDR/MASTER_PORT)";
 }
 
+void rendezvous_guard::keep_store_up_for_readers() {
+  // Rank 0's store goes when it exits: keep it up long enough for every
+  // rank that joined, or is joining, to read why setup failed (they ask
+  // every 250 ms), so they name that failure rather than rank 0's exit.
+  if (me_.rank == 0 && me_.world > 1)
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+}
+
 error rendezvous_guard::explain(const error& e) {
-  if (relayed_ || !joined_)
+  if (!joined_)
     return e;
+  if (relayed_) {
+    // Another rank's recorded failure, relayed: rank 0 still serves it to
+    // the ranks not yet told.
+    keep_store_up_for_readers();
+    return e;
+  }
   if (!stranger_) {
     try {
       check();
     } catch (const error& cause) {
-      if (!store_gone_)
-        return cause; // another rank failed first: that is the cause
+      if (!store_gone_) {
+        // Another rank failed first: that is the cause. Rank 0 still
+        // serves the store that says so to the ranks not yet told.
+        keep_store_up_for_readers();
+        return cause;
+      }
       return error(e.code(), e.message() + "; meanwhile " + cause.message());
     }
   }
@@ -184,11 +202,7 @@ error rendezvous_guard::explain(const error& e) {
     try {
       store_.set_if_absent(key("failed"), "rank " + std::to_string(me_.rank) + " (" + me_.process
                                             + ") failed: " + text);
-      // Rank 0's store goes when it exits: keep it up long enough for
-      // every waiting rank to read why (they ask every 250 ms), so they
-      // name this failure rather than rank 0's exit.
-      if (me_.rank == 0 && absent().size() + 1 < static_cast<std::size_t>(me_.world))
-        std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      keep_store_up_for_readers();
     } catch (const error&) {
       // The store is gone too; this rank's own error says enough.
     }

@@ -74,6 +74,9 @@ public:
 
 private:
   std::string key(const std::string& name) const { return prefix_ + name; }
+  /// On rank 0, which serves the store: 600 ms for the other ranks to read
+  /// the recorded failure before the store goes with this process.
+  void keep_store_up_for_readers();
   std::string absent_text();
 
   store& store_;
