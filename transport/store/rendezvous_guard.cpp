@@ -123,6 +123,7 @@ void rendezvous_guard::check() {
   }
   if (failed) {
     relayed_ = true;
+    tell_read();
     throw error(errc::connect_failed, "rank " + std::to_string(me_.rank) + " gives up setting up: " + *failed);
   }
 }
@@ -163,12 +164,34 @@ std::string rendezvous_guard::absent_text() {
            "MASTER_ADDR/MASTER_PORT)";
 }
 
+void rendezvous_guard::tell_read() {
+  try {
+    store_.set(key("told/" + std::to_string(me_.rank)), "1");
+  } catch (const error&) {
+    // The store is gone: rank 0 stops waiting for this rank at its bound.
+  }
+}
+
 void rendezvous_guard::keep_store_up_for_readers() {
-  // Rank 0's store goes when it exits: keep it up long enough for every
-  // rank that joined, or is joining, to read why setup failed (they ask
-  // every 250 ms), so they name that failure rather than rank 0's exit.
-  if (me_.rank == 0 && me_.world > 1)
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  // Rank 0's store goes when it exits: keep it up until every other rank
+  // has read why setup failed (each says so: told/<rank>), so none blames
+  // rank 0's exit instead; a rank that started late gets until the bound
+  // to join and read it, a rank that never starts costs the whole bound.
+  if (me_.rank != 0 || me_.world <= 1)
+    return;
+  auto until = clock::now() + std::min<clock::duration>(timeout_, std::chrono::milliseconds(1500));
+  for (;;) {
+    bool all_told = true;
+    try {
+      for (int r = 1; r < me_.world && all_told; ++r)
+        all_told = store_.try_get(key("told/" + std::to_string(r))).has_value();
+    } catch (const error&) {
+      return;
+    }
+    if (all_told || clock::now() >= until)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 error rendezvous_guard::explain(const error& e) {
@@ -202,6 +225,7 @@ error rendezvous_guard::explain(const error& e) {
     try {
       store_.set_if_absent(key("failed"), "rank " + std::to_string(me_.rank) + " (" + me_.process
                                             + ") failed: " + text);
+      tell_read(); // this rank knows why: rank 0 need not wait for it
       keep_store_up_for_readers();
     } catch (const error&) {
       // The store is gone too; this rank's own error says enough.

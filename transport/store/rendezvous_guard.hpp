@@ -68,15 +68,18 @@ public:
   /// The error to raise for a setup failure `e` of this rank: another
   /// rank's earlier failure when that is the cause, else `e` with the
   /// ranks that never joined, which is also recorded for the others (best
-  /// effort; rank 0 then keeps its store up for 600 ms so that waiting
+  /// effort; rank 0 then keeps its store up (bounded) so that waiting
   /// ranks read it before the store goes with rank 0's exit).
   error explain(const error& e);
 
 private:
   std::string key(const std::string& name) const { return prefix_ + name; }
-  /// On rank 0, which serves the store: 600 ms for the other ranks to read
-  /// the recorded failure before the store goes with this process.
+  /// On rank 0, which serves the store: wait (at most 1.5 s, or the
+  /// connect timeout if shorter) until every other rank has read the
+  /// recorded failure, before the store goes with this process.
   void keep_store_up_for_readers();
+  /// Records that this rank has read (or made) the failure.
+  void tell_read();
   std::string absent_text();
 
   store& store_;
