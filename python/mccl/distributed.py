@@ -302,6 +302,15 @@ def all_gather_async(x, *, group=None):
     return _issue("mccl_allgather", g, (src.ptr, out.ptr, src.count, src.code), out, src)
 
 
+def _rows_dividing(src, g, op):
+    """The length of `src`'s first axis, which must divide by the group size."""
+    rows = src.shape[0] if src.shape else 1
+    if rows % g.size() != 0:
+        raise InvalidArgumentError(f"mccl: {op} on rank {g.rank()}: the first axis ({rows}) "
+                                   f"does not divide by the group size {g.size()}")
+    return rows
+
+
 def sum_scatter(x, *, group=None, stream=None):
     """The sum over the group, split along the first axis: rank r gets the
     r-th of size() equal slices. The first axis must divide by size()."""
@@ -311,10 +320,7 @@ def sum_scatter(x, *, group=None, stream=None):
 def sum_scatter_async(x, *, group=None):
     g = _group(group)
     src = _Buffer(x, "sum_scatter")
-    rows = src.shape[0] if src.shape else 1
-    if rows % g.size() != 0:
-        raise InvalidArgumentError(f"mccl: sum_scatter on rank {g.rank()}: the first axis ({rows}) "
-                                   f"does not divide by the group size {g.size()}")
+    rows = _rows_dividing(src, g, "sum_scatter")
     out = src.empty((rows // g.size(),) + tuple(src.shape[1:]))
     return _issue("mccl_reduce_scatter", g, (src.ptr, out.ptr, out.count, src.code, _SUM), out, src)
 
@@ -329,10 +335,7 @@ def all_to_all(x, *, group=None, stream=None):
 def all_to_all_async(x, *, group=None):
     g = _group(group)
     src = _Buffer(x, "all_to_all")
-    rows = src.shape[0] if src.shape else 1
-    if rows % g.size() != 0:
-        raise InvalidArgumentError(f"mccl: all_to_all on rank {g.rank()}: the first axis ({rows}) "
-                                   f"does not divide by the group size {g.size()}")
+    _rows_dividing(src, g, "all_to_all")
     out = src.empty()
     return _issue("mccl_alltoall", g, (src.ptr, out.ptr, src.count // g.size(), src.code), out, src)
 

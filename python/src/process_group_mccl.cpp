@@ -67,11 +67,22 @@ void check_same_dtype(const std::vector<at::Tensor>& ts, const op_context& ctx, 
   }
 }
 
-/// The coalesced ops' pairs: `whole[i]` holds world size x `block[i]`'s
-/// elements, of its dtype (rank order); `whole_name` and `block_name` say
-/// which list each is in the error.
-void check_world_blocks(const std::vector<at::Tensor>& block, const std::vector<at::Tensor>& whole, int world,
-                        const op_context& ctx, const char* whole_name, const char* block_name) {
+/// The coalesced ops' lists: as many outputs as inputs (not none), checked
+/// tensors of one dtype, and each tensor of the gathered side (the outputs
+/// of an allgather, `outputs_gathered`; else the inputs of a reduce-scatter)
+/// holding world size x its partner's elements, of its dtype (rank order).
+void check_coalesced_pairs(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
+                           bool outputs_gathered, int world, const op_context& ctx) {
+  if (inputs.empty())
+    ctx.fail(errc::invalid_argument, "the input list is empty");
+  check_count(outputs, inputs.size(), ctx, "output list (one tensor per input)");
+  check_same_dtype(inputs, ctx, "input list");
+  for (const auto& out : outputs)
+    check_tensor(out, ctx, "an output");
+  const auto& whole = outputs_gathered ? outputs : inputs;
+  const auto& block = outputs_gathered ? inputs : outputs;
+  const char* whole_name = outputs_gathered ? "output" : "input";
+  const char* block_name = outputs_gathered ? "input" : "output";
   for (std::size_t i = 0; i < block.size(); ++i)
     if (whole[i].scalar_type() != block[i].scalar_type() || whole[i].numel() != block[i].numel() * world)
       ctx.fail(errc::invalid_argument, std::string(whole_name) + " " + std::to_string(i) + " must hold world size ("
@@ -460,13 +471,7 @@ process_group_mccl::work_ptr process_group_mccl::_reduce_scatter_base(at::Tensor
 process_group_mccl::work_ptr process_group_mccl::allgather_into_tensor_coalesced(
   tensors& outputs, tensors& inputs, const ::c10d::AllgatherOptions&) {
   op_context ctx{"allgather_into_tensor_coalesced", getRank()};
-  if (inputs.empty())
-    ctx.fail(errc::invalid_argument, "the input list is empty");
-  check_count(outputs, inputs.size(), ctx, "output list (one tensor per input)");
-  check_same_dtype(inputs, ctx, "input list");
-  for (const auto& out : outputs)
-    check_tensor(out, ctx, "an output");
-  check_world_blocks(inputs, outputs, getSize(), ctx, "output", "input");
+  check_coalesced_pairs(inputs, outputs, /*outputs_gathered=*/true, getSize(), ctx);
   // One allgather of the concatenated inputs; rank r's block of the result
   // holds every input of rank r, in list order.
   auto flat = flatten(inputs);
@@ -490,13 +495,7 @@ process_group_mccl::work_ptr process_group_mccl::allgather_into_tensor_coalesced
 process_group_mccl::work_ptr process_group_mccl::reduce_scatter_tensor_coalesced(
   tensors& outputs, tensors& inputs, const ::c10d::ReduceScatterOptions& opts) {
   op_context ctx{"reduce_scatter_tensor_coalesced", getRank()};
-  if (inputs.empty())
-    ctx.fail(errc::invalid_argument, "the input list is empty");
-  check_count(outputs, inputs.size(), ctx, "output list (one tensor per input)");
-  check_same_dtype(inputs, ctx, "input list");
-  for (const auto& out : outputs)
-    check_tensor(out, ctx, "an output");
-  check_world_blocks(outputs, inputs, getSize(), ctx, "input", "output");
+  check_coalesced_pairs(inputs, outputs, /*outputs_gathered=*/false, getSize(), ctx);
   auto op = to_mccl(opts.reduceOp, ctx);
   // Regroup by destination rank: block r of the send buffer holds block r
   // of every input, in list order, so one reduce_scatter serves them all.
