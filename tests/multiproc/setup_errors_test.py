@@ -131,9 +131,18 @@ class SetupErrorsTest(unittest.TestCase):
             with self.subTest(setting=pattern):
                 try:
                     port = free_port()
+                    # The agreeing ranks join first: a rank that starts only
+                    # after rank 0 has failed and left finds no store to
+                    # read the cause from (it waits out its connect
+                    # timeout), which a loaded machine can make happen.
+                    ranks = [self.start(r, world, port, env) for r in range(world) if r != odd]
+                    store = connect_store(port, STARTUP_TIMEOUT)
+                    for r in range(world):
+                        if r != odd:
+                            store.get(f"mccl/0/claim/{r}", STARTUP_TIMEOUT)
+                    store.close()
                     since = time.monotonic()
-                    ranks = [self.start(r, world, port, odd_env if r == odd else env)
-                             for r in range(world)]
+                    ranks.append(self.start(odd, world, port, odd_env))
                     self.expect_failure(ranks, since, FAST_BOUND, pattern)
                 finally:
                     self.close_all()
