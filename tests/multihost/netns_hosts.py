@@ -309,3 +309,16 @@ class EmulatedHosts:
         if self.previous_sigterm is not None:
             signal.signal(signal.SIGTERM, self.previous_sigterm)
             self.previous_sigterm = None
+
+
+def run_tests():
+    """The entry point of a test file that needs emulated hosts: its
+    unittest cases, or exit 77 (ctest's SKIP_RETURN_CODE) saying why the
+    hosts cannot be made here. Returns the exit status."""
+    import unittest
+    why = missing_requirements()
+    if why:
+        print(f"SKIPPED: emulated hosts are not available here: {why}")
+        return 77
+    program = unittest.main(module="__main__", verbosity=2, exit=False)
+    return 0 if program.result.wasSuccessful() else 1
