@@ -57,6 +57,15 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   eo.faults = init_.faults;
   eo.flight = flight_;
   eo.trace = trace_;
+  // The op actors run on this communicator's driving unit, drained by the
+  // thread that leads the engine. Nothing but that thread should queue
+  // work there; if something else does, the next pass drains it.
+  unit_ = std::make_unique<driving_unit>(*init_.system, [this] {
+    if (engine_)
+      engine_->post_task([this] { unit_->drain(); });
+  });
+  op_actors_ = std::make_unique<op_actors>(*unit_);
+  eo.runners = op_actors_.get();
   if (init_.simulated_time) {
     auto* sys = init_.system;
     eo.now = [sys] { return sys->clock().now(); };

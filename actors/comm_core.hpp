@@ -15,7 +15,9 @@
 /// - the link actors' and the watchdog's ticks run single passes when
 ///   nobody leads: heartbeats while idle, deadlines, liveness verdicts.
 
+#include "actors/driving_unit.hpp"
 #include "actors/messages.hpp"
+#include "actors/op_actor.hpp"
 #include "actors/op_thread.hpp"
 #include "actors/work_state.hpp"
 #include "collectives/engine.hpp"
@@ -150,6 +152,10 @@ private:
   comm_core_init init_;
   std::shared_ptr<flight_recorder> flight_;
   std::shared_ptr<trace_recorder> trace_; ///< MCCL_TRACE; null: off
+  /// The op actors and the unit they run on; declared before the engine,
+  /// which hands them its ops, so they outlive it.
+  std::unique_ptr<driving_unit> unit_;
+  std::unique_ptr<op_actors> op_actors_;
   std::unique_ptr<engine> engine_;
   std::unique_ptr<op_thread> op_thread_; ///< null when MCCL_OP_THREAD_BYTES=0
   progress_handle progress_;

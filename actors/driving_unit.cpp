@@ -38,6 +38,11 @@ void driving_unit::exec_later(caf::resumable* job) {
 }
 
 std::size_t driving_unit::drain(std::size_t max_jobs) {
+  // Called from inside a handler that this thread's drain runs: that drain
+  // runs what was queued, once the handler returns.
+  if (draining_.load(std::memory_order_relaxed))
+    return 0;
+  draining_.store(true, std::memory_order_relaxed);
   // Jobs pushed by the actors that run below are local pushes: the same
   // thread runs them in this call.
   driver_scope driving{*this};
@@ -70,6 +75,7 @@ std::size_t driving_unit::drain(std::size_t max_jobs) {
     }
   }
   resumes_.fetch_add(ran, std::memory_order_relaxed);
+  draining_.store(false, std::memory_order_relaxed);
   return ran;
 }
 

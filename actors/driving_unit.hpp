@@ -83,6 +83,8 @@ public:
   /// Runs queued jobs on the calling thread until none is left or
   /// `max_jobs` resumes ran; jobs queued meanwhile by the running actors
   /// run in the same call. Returns the number of resumes. Never blocks.
+  /// Called from inside a handler it runs, it returns 0 at once: the
+  /// running drain takes what was queued once the handler returns.
   std::size_t drain(std::size_t max_jobs = std::numeric_limits<std::size_t>::max());
 
   /// True when no job is queued.
@@ -130,6 +132,7 @@ private:
   mutable std::mutex mutex_;
   std::deque<caf::resumable*> jobs_; // each holds one reference (CAF's)
   std::atomic<std::thread::id> driver_{};
+  std::atomic<bool> draining_{false}; ///< a drain() runs (on the one driving thread)
   std::atomic<uint64_t> local_pushes_{0};
   std::atomic<uint64_t> foreign_pushes_{0};
   std::atomic<uint64_t> resumes_{0};

@@ -37,6 +37,7 @@ const void* this_thread_id() noexcept {
 engine::engine(engine_options opts, std::vector<transport::connection_ptr> conns,
                engine_listener& listener)
   : opts_(std::move(opts)), listener_(listener),
+    runners_(opts_.runners ? opts_.runners : &direct_runners_),
     host_of_(std::make_shared<const std::vector<int>>(opts_.cfg.host_of)), now_(opts_.now()) {
   knock_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (knock_fd_ < 0)

@@ -34,6 +34,7 @@
 #include "collectives/flight_recorder.hpp"
 #include "collectives/trace.hpp"
 #include "collectives/op.hpp"
+#include "collectives/op_runner.hpp"
 #include "collectives/p2p_matcher.hpp"
 #include <mccl/config.hpp>
 #include "transport/buffer_pool.hpp"
@@ -91,6 +92,9 @@ struct engine_options {
   std::shared_ptr<transport::fault_recorder> faults; ///< null: no scenario
   std::shared_ptr<flight_recorder> flight;           ///< null: none
   std::shared_ptr<trace_recorder> trace;             ///< MCCL_TRACE; null: off
+  /// Who runs the ops' state machines (op_runner.hpp): the communicator's
+  /// op actors; null: in place (direct_runners).
+  op_runners* runners = nullptr;
   /// The clock of every time the engine keeps (heartbeats, deadlines,
   /// silences); a deterministic test passes its virtual one.
   std::function<std::chrono::steady_clock::time_point()> now = [] {
@@ -272,6 +276,8 @@ private:
                   std::size_t len);
   /// From an op's session: it reported its outcome.
   void reported(engine_op& op);
+  /// Tells `op` (through its runner) to fail with `code` and `why`.
+  void fail(engine_op& op, errc code, const std::string& why);
   /// Ends the ops that reported: aborts first when one failed, then
   /// forgets them and queues their completions.
   void settle();
@@ -285,6 +291,8 @@ private:
 
   engine_options opts_;
   engine_listener& listener_;
+  direct_runners direct_runners_;
+  op_runners* runners_; ///< opts_.runners, or &direct_runners_
   std::shared_ptr<const std::vector<int>> host_of_; ///< opts_.cfg.host_of, shared with every op
   std::vector<std::unique_ptr<transport::channel>> channels_; ///< by rank
   std::vector<p2p_matcher> matchers_;                         ///< by rank

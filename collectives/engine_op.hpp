@@ -35,6 +35,8 @@ public:
   const engine::clock::time_point started;
   const engine::clock::time_point deadline;
   uint64_t ticket = 0; ///< in the flight recorder
+  /// Carries the engine's events to the op's handlers (set once started).
+  std::unique_ptr<op_runner> runner;
   errc code = errc::none;
   std::string message; ///< the outcome, once reported()
 

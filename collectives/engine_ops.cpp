@@ -143,7 +143,7 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
   MCCL_LOG(debug, describe(*op) << (p2p ? "" : " seq " + std::to_string(op->seq)) << ": " << name);
   if (!p2p)
     routes_[op->seq] = &eo;
-  eo.start_op();
+  eo.runner = runners_->start(eo);
   if (eo.reported())
     return;
   if (op->kind == op_kind::recv) {
@@ -154,7 +154,7 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
     bool unmatched = std::find(waiting.begin(), waiting.end(), op->id) != waiting.end();
     const auto& ch = channels_[peer];
     if (unmatched && !eo.reported() && (!ch || ch->current() == transport::channel::state::closed))
-      eo.fail(errc::peer_lost, "rank " + std::to_string(peer) + " sent no message with tag "
+      fail(eo, errc::peer_lost, "rank " + std::to_string(peer) + " sent no message with tag "
                                  + std::to_string(op->tag) + " before its link closed");
     return;
   }
@@ -191,7 +191,7 @@ void engine::deliver(engine_op& op, transport::received_frame& f) {
   if (opts_.trace)
     opts_.trace->chunk(false, f.peer, f.header.seq, f.header.step, f.header.chunk,
                        f.header.payload_len, opts_.now());
-  op.deliver(f);
+  op.runner->chunk(f);
 }
 
 void engine::deliver_matches(std::vector<p2p_matcher::match>& matches) {
@@ -247,7 +247,7 @@ void engine::check_kept(int peer, uint64_t seq, const char* what) {
 void engine::on_sent(int peer, const transport::frame_ref& ref) {
   auto o = ops_.find(ref.owner);
   if (o != ops_.end() && !o->second->reported())
-    o->second->frame_sent(peer, ref.step, ref.chunk);
+    o->second->runner->sent(peer, ref.step, ref.chunk);
 }
 
 void engine::send_frame(engine_op& op, int peer, const wire::frame_header& h, const uint8_t* data,
@@ -262,11 +262,20 @@ void engine::send_frame(engine_op& op, int peer, const wire::frame_header& h, co
   }
   // The channel is closed. A peer that finalized never takes this frame; a
   // lost one is blamed once its grace period ends (or an ABORT explains it).
+  // (We are inside one of the op's own handlers, which sent the frame: it
+  // fails in place.)
   if (departed_.count(peer))
     op.fail(errc::peer_lost, peer_name(peer) + " finalized before receiving this op's frames");
 }
 
 // ---- ending ------------------------------------------------------------------------
+
+void engine::fail(engine_op& op, errc code, const std::string& why) {
+  if (op.runner)
+    op.runner->fail(code, why);
+  else // it is still starting: this comes from inside its own start handler
+    op.fail(code, why);
+}
 
 void engine::reported(engine_op& op) {
   reported_.push_back(&op);
@@ -349,7 +358,7 @@ void engine::abort(errc code, const std::string& why, int origin, const std::str
   early_bytes_ = 0;
   for (auto& [id, op] : ops_)
     if (!op->reported())
-      op->fail(code, why);
+      fail(*op, code, why);
   admit_held(); // held collectives are refused now, in issue order
   listener_.aborted(code, why, origin);
 }
@@ -367,9 +376,9 @@ void engine::on_peer_bye(int peer, uint64_t issued) {
       continue;
     const auto& r = *op->request;
     if (r.kind == op_kind::send && r.root == peer)
-      op->fail(errc::peer_lost, "rank " + std::to_string(peer) + " finalized before receiving this message");
+      fail(*op, errc::peer_lost, "rank " + std::to_string(peer) + " finalized before receiving this message");
     else if (!op->is_p2p() && r.seq >= issued)
-      op->fail(errc::peer_lost, "rank " + std::to_string(peer) + " finalized after issuing "
+      fail(*op, errc::peer_lost, "rank " + std::to_string(peer) + " finalized after issuing "
                                   + std::to_string(issued)
                                   + " collective(s); it never issued this one (do all ranks issue the same "
                                     "collectives?)");
@@ -378,7 +387,7 @@ void engine::on_peer_bye(int peer, uint64_t issued) {
   for (auto receiver : matchers_[peer].waiting_receivers()) {
     auto o = ops_.find(receiver);
     if (o != ops_.end() && !o->second->reported())
-      o->second->fail(errc::peer_lost, "rank " + std::to_string(peer) + " sent no message with tag "
+      fail(*o->second, errc::peer_lost, "rank " + std::to_string(peer) + " sent no message with tag "
                                          + std::to_string(o->second->request->tag)
                                          + " before its link closed: it finalized");
   }
@@ -413,7 +422,7 @@ void engine::on_fatal(int, errc code, const std::string& why) {
 void engine::check_health() {
   for (auto& [id, op] : ops_)
     if (!op->reported() && now_ >= op->deadline)
-      op->fail(errc::timeout,
+      fail(*op, errc::timeout,
                "timed out after MCCL_TIMEOUT_MS=" + std::to_string(opts_.cfg.timeout.count()) + " ms");
   auto misses = opts_.cfg.heartbeat_misses;
   if (misses == 0 || aborted_ || shut_down_)

@@ -1,0 +1,96 @@
+#pragma once
+/// Op actors: every op in flight (collective or point-to-point, built-in or
+/// custom) is hosted by one. Its behaviour is the op's state machine
+/// (collectives/op_session.hpp): a start message binds it to the op and
+/// starts the algorithm, chunk messages bring the op's frames (a
+/// descriptor: communicator, sequence, step, chunk, peer, and a view of the
+/// bytes where they landed, never a copy), sent messages say one of its
+/// frames has left, a fail message ends it with a reason. The frames it
+/// sends go out through the engine's channels; its outcome goes back to the
+/// engine, which completes the caller's Work.
+///
+/// Where they run: on the communicator's driving unit
+/// (driving_unit.hpp), drained by the thread that leads the engine, so a
+/// message to an op actor costs a mailbox push and is handled before the
+/// engine's call returns (collectives/op_runner.hpp), with no thread hop.
+///
+/// Pooled: an op actor that ended goes back to its communicator's pool and
+/// hosts a later op; spawning one costs several microseconds (bench
+/// actor-hop), more than a small op's whole path.
+
+#include "actors/driving_unit.hpp"
+#include "collectives/op_runner.hpp"
+#include "transport/received_frame.hpp"
+
+#include <mccl/error.hpp>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mccl::actors {
+
+using start_atom = caf::atom_constant<caf::atom("start")>; // engine -> op: begin
+using chunk_atom = caf::atom_constant<caf::atom("chunk")>; // engine -> op: a frame arrived
+using sent_atom = caf::atom_constant<caf::atom("sent")>;   // engine -> op: a frame left
+using fail_atom = caf::atom_constant<caf::atom("fail")>;   // engine -> op: end with an error
+
+/// The op an actor hosts from a start message on.
+struct op_binding {
+  op_session* op = nullptr;
+};
+
+using op_handle = caf::typed_actor<
+  caf::reacts_to<start_atom, op_binding>,
+  /// A chunk of the op's from `frame.peer`: its header names the
+  /// communicator, sequence, step and chunk; its payload is a view.
+  caf::reacts_to<chunk_atom, transport::received_frame>,
+  /// The frame (peer, step, chunk) has fully left the op's memory.
+  caf::reacts_to<sent_atom, int, uint32_t, uint32_t>,
+  caf::reacts_to<fail_atom, errc, std::string>>;
+
+/// A communicator's op actors: spawns them on its driving unit, pools the
+/// idle ones, and makes each op's runner (the engine's side of its actor).
+class op_actors final : public op_runners {
+public:
+  explicit op_actors(driving_unit& unit) : unit_(unit) {}
+  ~op_actors() override;
+  op_actors(const op_actors&) = delete;
+  op_actors& operator=(const op_actors&) = delete;
+
+  std::unique_ptr<op_runner> start(op_session& op) override;
+
+  /// Messages sent to op actors so far, and op actors spawned.
+  uint64_t messages() const noexcept { return messages_.load(std::memory_order_relaxed); }
+  uint64_t spawned() const noexcept { return spawned_; }
+
+private:
+  class runner;
+
+  /// Sends `xs...` to `actor` and drains the unit: the message is handled
+  /// before this returns, or (sent from inside a handler) right after the
+  /// running handler.
+  template <class... Ts>
+  void send(const op_handle& actor, Ts&&... xs) {
+    driving_unit::driver_scope driving{unit_};
+    messages_.fetch_add(1, std::memory_order_relaxed);
+    unit_.deliver(actor, std::forward<Ts>(xs)...);
+    unit_.drain();
+  }
+
+  driving_unit& unit_;
+  std::vector<op_handle> idle_; ///< the leader's only
+  uint64_t spawned_ = 0;
+  std::atomic<uint64_t> messages_{0};
+};
+
+} // namespace mccl::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::op_binding)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::transport::received_frame)
