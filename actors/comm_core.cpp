@@ -1,4 +1,5 @@
 #include "actors/comm_core.hpp"
+#include "collectives/metrics_registry.hpp"
 
 #include "actors/link_actor.hpp"
 #include "actors/progress_actor.hpp"
@@ -61,6 +62,7 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   // thread that leads the engine. Nothing but that thread should queue
   // work there; if something else does, the next pass drains it.
   unit_ = std::make_unique<driving_unit>(*init_.system, [this] {
+    metrics_registry::count_thread_wakeup();
     if (engine_)
       engine_->post_task([this] { unit_->drain(); });
   });
@@ -395,6 +397,7 @@ void comm_core::finalize(std::chrono::milliseconds flush, bool await_actors) {
 // ---- engine_listener ------------------------------------------------------------
 
 void comm_core::needs_driver(driver_kind who) {
+  metrics_registry::count_thread_wakeup();
   if (who == driver_kind::op_thread && op_thread_)
     op_thread_->needed();
   else if (progress_)

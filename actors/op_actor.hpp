@@ -19,6 +19,7 @@
 /// actor-hop), more than a small op's whole path.
 
 #include "actors/driving_unit.hpp"
+#include "collectives/metrics_registry.hpp"
 #include "collectives/op_runner.hpp"
 #include "transport/received_frame.hpp"
 
@@ -28,7 +29,6 @@
 #include <caf/atom.hpp>
 #include <caf/typed_actor.hpp>
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -66,8 +66,7 @@ public:
 
   std::unique_ptr<op_runner> start(op_session& op) override;
 
-  /// Messages sent to op actors so far, and op actors spawned.
-  uint64_t messages() const noexcept { return messages_.load(std::memory_order_relaxed); }
+  /// Op actors spawned (the pool's size).
   uint64_t spawned() const noexcept { return spawned_; }
 
 private:
@@ -79,7 +78,7 @@ private:
   template <class... Ts>
   void send(const op_handle& actor, Ts&&... xs) {
     driving_unit::driver_scope driving{unit_};
-    messages_.fetch_add(1, std::memory_order_relaxed);
+    metrics_registry::count_actor_messages(1);
     unit_.deliver(actor, std::forward<Ts>(xs)...);
     unit_.drain();
   }
@@ -87,7 +86,6 @@ private:
   driving_unit& unit_;
   std::vector<op_handle> idle_; ///< the leader's only
   uint64_t spawned_ = 0;
-  std::atomic<uint64_t> messages_{0};
 };
 
 } // namespace mccl::actors

@@ -39,6 +39,8 @@ void work_state::finish(errc code, std::string message, op_report* r) {
     driver_ = nullptr; // it holds the engine; nothing drives a finished op
     done_.store(true, std::memory_order_release);
     callbacks.swap(callbacks_);
+    if (sleepers_ > 0)
+      metrics_registry::count_thread_wakeup();
   }
   cv_.notify_all();
   metrics_registry::record_op(metrics_, code != errc::none);
@@ -67,8 +69,10 @@ bool work_state::wait_until(std::chrono::steady_clock::time_point deadline) {
     while (!done() && clock::now() < spin_until)
       std::this_thread::yield();
     std::unique_lock<std::mutex> lock{mutex_};
+    ++sleepers_;
     cv_.wait_for(lock, std::min<clock::duration>(deadline - now, std::chrono::milliseconds(1)),
                  [this] { return done(); });
+    --sleepers_;
   }
   return true;
 }

@@ -57,6 +57,7 @@ private:
   std::atomic<bool> done_{false};
   mutable std::mutex mutex_;
   std::condition_variable cv_;
+  int sleepers_ = 0; ///< threads asleep in wait_until (under mutex_): finishing wakes them
   errc code_ = errc::none;
   std::string message_;
   std::vector<std::function<void()>> callbacks_;

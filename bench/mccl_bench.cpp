@@ -704,6 +704,9 @@ int main(int argc, char** argv) {
       std::string algorithm;
       int inline_runs = 0;    // iterations this rank ran on its own thread
       int op_thread_runs = 0; // ... on its communicator's op thread
+      // Messages to op actors and thread wake-ups during the timed ops
+      // (not the barrier before each iteration), on this rank.
+      uint64_t actor_messages = 0, thread_wakeups = 0;
       std::vector<launched> ls(bufs.size());
       // One iteration: the time from starting the ops to the completion of
       // the last on this rank, per op, in microseconds.
@@ -714,6 +717,7 @@ int main(int argc, char** argv) {
           for (auto& buf : bufs)
             std::memcpy(buf.data(), init.data(), init.size());
         comm.barrier().wait();
+        auto before = mccl::get_actor_traffic();
         auto t0 = std::chrono::steady_clock::now();
         auto finish = [](launched& l) {
           if (l.first.valid())
@@ -729,6 +733,9 @@ int main(int argc, char** argv) {
         for (auto& l : ls)
           finish(l);
         auto t1 = std::chrono::steady_clock::now();
+        auto after = mccl::get_actor_traffic();
+        actor_messages += after.actor_messages - before.actor_messages;
+        thread_wakeups += after.thread_wakeups - before.thread_wakeups;
         const auto& first = ls.front().first;
         if (first.valid()) {
           algorithm = first.metrics().algorithm;
@@ -744,6 +751,7 @@ int main(int argc, char** argv) {
       for (int it = 0; it < warmup; ++it)
         once();
       inline_runs = op_thread_runs = 0;
+      actor_messages = thread_wakeups = 0;
       if (opt.seconds > 0) {
         // Rank 0 decides before each iteration whether the budget allows
         // another and tells every rank, so all run the same count.
@@ -810,6 +818,10 @@ int main(int argc, char** argv) {
           j["algorithm"] = algorithm;
           j["inline_pct"] = inline_pct;
           j["op_thread_pct"] = op_thread_pct;
+          // Per op on rank 0 (docs/ARCHITECTURE.md: no thread hop on an op's path).
+          double ops_run = static_cast<double>(times.size() * bufs.size());
+          j["actor_messages_per_op"] = ops_run > 0 ? static_cast<double>(actor_messages) / ops_run : 0.0;
+          j["thread_wakeups_per_op"] = ops_run > 0 ? static_cast<double>(thread_wakeups) / ops_run : 0.0;
           j["batch"] = opt.batch;
           j["inflight"] = opt.inflight;
           std::fprintf(json_out, "%s\n", j.dump().c_str());

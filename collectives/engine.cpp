@@ -90,11 +90,13 @@ void engine::push(command c) {
   knock();
 }
 
-void engine::knock() {
+void engine::knock(bool for_an_op) {
   // Only a leader blocked in wait() needs the system call (it set
   // waiting_ before checking inbox_ready_ and check_due_, so it sees
   // either the flag or the knock).
   if (waiting_.load()) {
+    if (for_an_op)
+      metrics_registry::count_thread_wakeup();
     uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(knock_fd_, &one, sizeof one);
   }
@@ -129,7 +131,7 @@ void engine::post_resume(int peer, transport::connection_ptr conn, std::string w
 
 void engine::post_check() {
   check_due_.store(true);
-  knock();
+  knock(false); // the watchdog's clock, not an op's path
 }
 
 void engine::post_task(std::function<void()> task) {
@@ -207,6 +209,7 @@ void engine::finish_release(bool hand_off) {
   }
   done.clear();
   if (release_waiters_.load() > 0) {
+    metrics_registry::count_thread_wakeup();
     std::lock_guard<std::mutex> guard{release_mutex_};
     released_.notify_all();
   }

@@ -128,7 +128,7 @@ public:
   /// channel was read (inspection: probe).
   void post_task(std::function<void()> task);
   /// Wakes a leader blocked in wait() (to let go: the op thread stops).
-  void wake() { knock(); }
+  void wake() { knock(false); }
 
   /// Nothing posted and no op in flight.
   bool idle() const noexcept { return unfinished_.load(std::memory_order_acquire) == 0; }
@@ -256,7 +256,10 @@ private:
   /// The end of every pass: a lost peer's grace period, health checks,
   /// tasks. True when it changed anything.
   bool end_of_pass(clock::time_point now);
-  void knock();
+  /// Wakes a leader blocked in wait(); `for_an_op`: counted as a thread
+  /// wake-up on an op's path (metrics_summary::thread_wakeups), not the
+  /// watchdog's clock or a driver told to stop.
+  void knock(bool for_an_op = true);
   void drain_inbox();
   /// Starts `op` now, or holds a collective back while others keep enough
   /// data in flight (see collective_window).

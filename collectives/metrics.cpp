@@ -4,6 +4,7 @@
 #include <mccl/config.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <mutex>
 #include <sstream>
@@ -40,6 +41,9 @@ registry& global() {
   static registry r;
   return r;
 }
+
+std::atomic<uint64_t> actor_messages{0};
+std::atomic<uint64_t> thread_wakeups{0};
 
 void remember(std::deque<double>& window, double ms) {
   window.push_back(ms);
@@ -98,6 +102,14 @@ std::shared_ptr<transport::link_counters> register_link(uint32_t comm_id, int ra
   return counters;
 }
 
+void count_actor_messages(uint64_t n) noexcept {
+  actor_messages.fetch_add(n, std::memory_order_relaxed);
+}
+
+void count_thread_wakeup() noexcept {
+  thread_wakeups.fetch_add(1, std::memory_order_relaxed);
+}
+
 } // namespace metrics_registry
 
 metrics_summary get_metrics() {
@@ -121,6 +133,8 @@ metrics_summary get_metrics() {
                          c.reconnects.load(std::memory_order_relaxed)});
     }
   }
+  s.actor_messages = actor_messages.load(std::memory_order_relaxed);
+  s.thread_wakeups = thread_wakeups.load(std::memory_order_relaxed);
   fill_percentiles(all, s.p50_latency_ms, s.p99_latency_ms);
   for (auto& [name, k] : s.ops)
     fill_percentiles(per_kind[name], k.p50_latency_ms, k.p99_latency_ms);
@@ -130,10 +144,16 @@ metrics_summary get_metrics() {
   return s;
 }
 
+actor_traffic get_actor_traffic() {
+  return {actor_messages.load(std::memory_order_relaxed), thread_wakeups.load(std::memory_order_relaxed)};
+}
+
 void reset_metrics() {
   auto& r = global();
   std::lock_guard<std::mutex> guard{r.mutex};
   r.totals = metrics_summary{};
+  actor_messages.store(0, std::memory_order_relaxed);
+  thread_wakeups.store(0, std::memory_order_relaxed);
   r.latencies_ms.clear();
   r.kinds.clear();
   // Links whose channel is gone (only the registry holds their counters)
@@ -164,6 +184,8 @@ std::string describe(const metrics_summary& m) {
     out << "; link comm " << l.comm_id << " rank " << l.rank << "->" << l.peer << ": "
         << format_byte_size(l.bytes_sent) << " out, " << format_byte_size(l.bytes_received)
         << " in, " << l.retransmits << " retransmits, " << l.reconnects << " reconnects";
+  out << "; actors: " << m.actor_messages << " op-actor messages, " << m.thread_wakeups
+      << " thread wake-ups";
   return out.str();
 }
 
@@ -193,6 +215,10 @@ std::string to_prometheus(const metrics_summary& m, int rank) {
          [](const op_kind_metrics& k) { return k.p99_latency_ms; });
   family("mccl_peak_throughput_gbps", "gauge", "Highest bytes per second of a single op, in Gbit/s.");
   out << "mccl_peak_throughput_gbps{" << r << "} " << m.peak_throughput_gbps << '\n';
+  family("mccl_actor_messages_total", "counter", "Messages handled by op actors.");
+  out << "mccl_actor_messages_total{" << r << "} " << m.actor_messages << '\n';
+  family("mccl_thread_wakeups_total", "counter", "Wake-ups of one thread by another for an op.");
+  out << "mccl_thread_wakeups_total{" << r << "} " << m.thread_wakeups << '\n';
   auto per_link = [&](const char* name, const char* help, auto value) {
     family(name, "counter", help);
     for (const auto& l : m.links)

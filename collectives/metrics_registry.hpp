@@ -17,4 +17,9 @@ void record_op(const op_metrics& m, bool failed);
 /// after the link is gone.
 std::shared_ptr<transport::link_counters> register_link(uint32_t comm_id, int rank, int peer);
 
+/// The actors-and-threads audit (metrics_summary::actor_messages,
+/// thread_wakeups): relaxed atomic adds, no lock.
+void count_actor_messages(uint64_t n) noexcept;
+void count_thread_wakeup() noexcept;
+
 } // namespace mccl::metrics_registry

@@ -50,10 +50,26 @@ struct metrics_summary {
   double peak_throughput_gbps = 0;
   std::map<std::string, op_kind_metrics> ops; ///< by op name
   std::vector<link_metrics> links;            ///< by communicator, then peer
+  /// How ops moved between actors and threads (docs/ARCHITECTURE.md, "no
+  /// thread hop on an op's path"): messages handled by op actors (start,
+  /// chunk, sent, fail), and wake-ups of one thread by another for an op
+  /// (a leader blocked in the engine's wait knocked, a background driver
+  /// called in, work queued for a communicator's actors from a thread not
+  /// driving them, a caller asleep in wait() woken).
+  uint64_t actor_messages = 0;
+  uint64_t thread_wakeups = 0;
 };
 
 /// The summary now.
 metrics_summary get_metrics();
+
+/// metrics_summary's actor_messages and thread_wakeups alone: two relaxed
+/// loads, cheap enough to read around a single op.
+struct actor_traffic {
+  uint64_t actor_messages = 0;
+  uint64_t thread_wakeups = 0;
+};
+actor_traffic get_actor_traffic();
 
 /// Zeroes every counter (links that still exist keep counting from 0).
 void reset_metrics();
@@ -72,7 +88,8 @@ std::string describe(const metrics_summary& m);
 /// mccl_link_bytes_received_total, mccl_link_retransmits_total,
 /// mccl_link_reconnects_total (by comm and peer); gauges
 /// mccl_op_latency_p50_ms, mccl_op_latency_p99_ms (by op),
-/// mccl_peak_throughput_gbps.
+/// mccl_peak_throughput_gbps; counters mccl_actor_messages_total,
+/// mccl_thread_wakeups_total.
 std::string to_prometheus(const metrics_summary& m, int rank);
 
 /// Writes describe(get_metrics()) to stderr through mccl's logger,
