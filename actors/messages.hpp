@@ -1,9 +1,10 @@
 #pragma once
 /// The control plane's actors and the messages they take, as CAF typed
-/// actor interfaces: the compiler checks every message sent to them.
-/// No message carries bulk bytes; data moves in the engine
-/// (collectives/engine.hpp). None of these types leaves the process, hence
-/// CAF_ALLOW_UNSAFE_MESSAGE_TYPE below.
+/// actor interfaces: the compiler checks every message sent to them. (The
+/// op actors, which host each op's state machine and take its chunk
+/// messages, are in op_actor.hpp.) No message carries bulk bytes. None of
+/// these types leaves the process, hence CAF_ALLOW_UNSAFE_MESSAGE_TYPE
+/// below.
 ///
 ///   supervisor (one per communicator, supervisor_actor.hpp): linked to
 ///     the link actors; a link that exits with an error is a lost peer,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The op-actor engine against the build it replaced, side by side in one
-# run: allreduce and sendrecv at 4 B, 64 KiB, 1 MiB and 64 MiB, over TCP
-# and shared memory, for each rank count given; every cell the median of
-# ROUNDS alternated runs of both builds (bench/before_after.py).
+# run: allreduce and sendrecv from 4 B to 64 MiB in x4 steps (4 B, 64 KiB,
+# 1 MiB and 64 MiB among them), over TCP and shared memory, for each rank
+# count given; every cell the median of ROUNDS alternated runs of both
+# builds (bench/before_after.py), each size timed for about SECONDS_PER_SIZE.
 #
 #   bench/actors_ab.sh BEFORE_BUILD AFTER_BUILD [RANKS...]     (default ranks: 2 4)
 #
@@ -10,8 +11,8 @@
 #   git worktree add /tmp/c9061a7 c9061a7
 #   cmake -S /tmp/c9061a7 -B /tmp/c9061a7/build -DCMAKE_BUILD_TYPE=Release
 #   cmake --build /tmp/c9061a7/build --target mccl-bench mcclrun
-# Environment: ROUNDS (default 3), ITERS (mccl-bench -n; default: by size),
-# OUT (default out/actors_ab). Prints one markdown table per (ranks,
+# Environment: ROUNDS (default 3), SECONDS_PER_SIZE (mccl-bench -t;
+# default 0.3), OUT (default out/actors_ab). Prints one markdown table per (ranks,
 # transport) and writes them to $OUT/tables.md.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,9 +27,8 @@ mkdir -p "$out"
 for n in "${ranks[@]}"; do
   for transport in tcp shm; do
     args=(--before "$before" --after "$after" -n "$n" --ops allreduce,sendrecv
-          --sizes 4,64K,1M,64M --rounds "${ROUNDS:-3}" --transport "$transport"
-          --out "$out/n$n-$transport")
-    [[ -n "${ITERS:-}" ]] && args+=(--iters "$ITERS")
+          -b 4 -e 64M -f 4 --seconds "${SECONDS_PER_SIZE:-0.3}" --rounds "${ROUNDS:-3}"
+          --transport "$transport" --out "$out/n$n-$transport")
     python3 "$here/before_after.py" "${args[@]}" | tee -a "$out/tables.md"
   done
 done

@@ -91,6 +91,7 @@ def main():
     p.add_argument("--sizes", default="", help="comma-separated sizes (4,64K,1M,64M) instead of -b/-e/-f")
     p.add_argument("--transport", default="", help="MCCL_TRANSPORT for both builds (default: theirs)")
     p.add_argument("--iters", type=int, default=0)
+    p.add_argument("--seconds", default="", help="mccl-bench -t: time each size for about this long")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--out", default=os.path.join(os.path.dirname(HERE), "out", "before_after"))
@@ -100,6 +101,8 @@ def main():
         ["-b", a.min, "-e", a.max, "-f", a.factor]]
     if a.iters:
         ranges = [r + ["-n", str(a.iters)] for r in ranges]
+    elif a.seconds:
+        ranges = [r + ["-t", a.seconds] for r in ranges]
     builds = {"before": a.before, "after": a.after}
     results = {}  # (op, bytes, build) -> {round: (p50, busbw)}
     with open(os.path.join(a.out, "rows.jsonl"), "w") as log:
