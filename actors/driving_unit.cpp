@@ -18,19 +18,22 @@ driving_unit::~driving_unit() {
     std::lock_guard<std::mutex> guard{mutex_};
     left.swap(jobs_);
   }
+  left.insert(left.end(), local_jobs_.begin() + static_cast<std::ptrdiff_t>(local_next_), local_jobs_.end());
   for (auto* job : left)
     system().scheduler().enqueue(job);
 }
 
 void driving_unit::exec_later(caf::resumable* job) {
-  bool local = on_driver_thread();
+  if (on_driver_thread()) {
+    // The driver's own queue: only this thread touches it, no lock.
+    local_jobs_.push_back(job);
+    local_pushes_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   {
     std::lock_guard<std::mutex> guard{mutex_};
     jobs_.push_back(job);
-  }
-  if (local) {
-    local_pushes_.fetch_add(1, std::memory_order_relaxed);
-    return;
+    foreign_waiting_.store(true, std::memory_order_release);
   }
   foreign_pushes_.fetch_add(1, std::memory_order_relaxed);
   if (wake_)
@@ -48,25 +51,18 @@ std::size_t driving_unit::drain(std::size_t max_jobs) {
   driver_scope driving{*this};
   std::size_t ran = 0;
   while (ran < max_jobs) {
-    caf::resumable* job = nullptr;
-    {
-      std::lock_guard<std::mutex> guard{mutex_};
-      if (jobs_.empty())
-        break;
-      job = jobs_.front();
-      jobs_.pop_front();
-    }
+    caf::resumable* job = next_job();
+    if (job == nullptr)
+      break;
     ++ran;
     // The same handling of a resume's result as CAF's own workers
     // (caf/scheduler/worker.hpp): the queue's reference stays with a job
     // that wants to run again and is dropped otherwise (an idle actor is
     // queued again, with a new reference, by its next message).
     switch (job->resume(this, max_throughput)) {
-      case caf::resumable::resume_later: {
-        std::lock_guard<std::mutex> guard{mutex_};
-        jobs_.push_back(job);
+      case caf::resumable::resume_later:
+        local_jobs_.push_back(job); // this thread drives: its own queue
         break;
-      }
       case caf::resumable::awaiting_message:
       case caf::resumable::done:
       case caf::resumable::shutdown_execution_unit:
@@ -79,7 +75,26 @@ std::size_t driving_unit::drain(std::size_t max_jobs) {
   return ran;
 }
 
+caf::resumable* driving_unit::next_job() {
+  // The driver's own jobs first, in the order they were queued; then those
+  // queued from other threads, moved over in one go.
+  if (local_next_ == local_jobs_.size() && foreign_waiting_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> guard{mutex_};
+    local_jobs_.insert(local_jobs_.end(), jobs_.begin(), jobs_.end());
+    jobs_.clear();
+    foreign_waiting_.store(false, std::memory_order_relaxed);
+  }
+  if (local_next_ == local_jobs_.size()) {
+    local_jobs_.clear();
+    local_next_ = 0;
+    return nullptr;
+  }
+  return local_jobs_[local_next_++];
+}
+
 bool driving_unit::idle() const {
+  if (local_next_ != local_jobs_.size())
+    return false;
   std::lock_guard<std::mutex> guard{mutex_};
   return jobs_.empty();
 }

@@ -23,7 +23,9 @@
 /// thread other than the one draining (a caller while the op thread drives,
 /// an actor running on a CAF worker) is kept for the next drain and
 /// announced through `wake`, so the driver runs a drain soon. drain() is
-/// called by one thread at a time (the communicator's driver).
+/// called by one thread at a time (the communicator's driver); when another
+/// thread takes over, the hand-over synchronizes (the engine's leadership
+/// does), since the driver's own queue takes no lock.
 
 #include <caf/actor.hpp>
 #include <caf/actor_cast.hpp>
@@ -43,6 +45,7 @@
 #include <thread>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace mccl::actors {
 
@@ -87,7 +90,8 @@ public:
   /// running drain takes what was queued once the handler returns.
   std::size_t drain(std::size_t max_jobs = std::numeric_limits<std::size_t>::max());
 
-  /// True when no job is queued.
+  /// True when no job is queued. The driving thread's question (the
+  /// driver's own queue is not locked).
   bool idle() const;
 
   /// What the unit did, for the "no thread hop on the op path" audit.
@@ -128,9 +132,18 @@ private:
   /// turn, so one busy actor cannot starve the others of a drain.
   static constexpr std::size_t max_throughput = 64;
 
+  /// The next job to run (the driver's own first), or null.
+  caf::resumable* next_job();
+
   std::function<void()> wake_;
+  /// Jobs queued by the driving thread: touched by that thread only, so
+  /// the op path takes no lock. Each holds one reference (CAF's).
+  std::vector<caf::resumable*> local_jobs_;
+  std::size_t local_next_ = 0; ///< the first of local_jobs_ not run yet
+  /// Jobs queued from other threads (each announced through wake_).
   mutable std::mutex mutex_;
-  std::deque<caf::resumable*> jobs_; // each holds one reference (CAF's)
+  std::deque<caf::resumable*> jobs_;
+  std::atomic<bool> foreign_waiting_{false}; ///< jobs_ is not empty
   std::atomic<std::thread::id> driver_{};
   std::atomic<bool> draining_{false}; ///< a drain() runs (on the one driving thread)
   std::atomic<uint64_t> local_pushes_{0};

@@ -4,8 +4,10 @@
 // scheduler; CAF keeps such a pair on one worker once it runs), and (c)
 // between this plain thread and an actor on CAF's workers (a scoped_actor's
 // request and reply: two thread hops per round trip, what the engine's
-// threads pay to reach actors that run elsewhere). Prints the median of
-// `rounds` runs, in ns per message.
+// threads pay to reach actors that run elsewhere); and (d) the op actors'
+// pattern: one message from the driving thread to an idle actor of its
+// unit, then a drain. Prints the median of `rounds` runs, in ns per
+// message.
 //
 //   build/bench/actor-hop [trips=100000] [rounds=5]
 
@@ -62,6 +64,31 @@ double on_driving_unit(caf::actor_system& sys, int trips) {
   return ns_per_message(took, trips);
 }
 
+caf::behavior sink(caf::event_based_actor*, uint64_t* seen) {
+  return {[=](ping_atom, int) { ++*seen; }};
+}
+
+/// The op actors' pattern (actors/op_actor.hpp): the driving thread sends
+/// one message to an idle actor of its unit and drains the unit, `trips`
+/// times; ns per message.
+double deliver_and_drain(caf::actor_system& sys, int trips) {
+  mccl::actors::driving_unit unit{sys};
+  mccl::actors::driving_unit::driver_scope driving{unit};
+  uint64_t seen = 0;
+  auto actor = unit.spawn(sink, &seen);
+  unit.drain();
+  auto start = clock_type::now();
+  for (int n = 0; n < trips; ++n) {
+    unit.deliver(actor, ping_atom::value, n);
+    unit.drain();
+  }
+  auto took = clock_type::now() - start;
+  if (seen != static_cast<uint64_t>(trips))
+    std::abort();
+  caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  return ns_per_message(took, trips) * 2.0; // one message per trip
+}
+
 double on_workers(caf::actor_system& sys, int trips) {
   std::promise<void> done;
   auto finished = done.get_future();
@@ -106,16 +133,18 @@ int main(int argc, char** argv) {
   cfg.set("scheduler.max-threads", static_cast<size_t>(2));
   cfg.set("work-stealing.moderate-poll-attempts", static_cast<size_t>(0));
   caf::actor_system sys{cfg};
-  std::vector<double> unit, workers, crossing;
+  std::vector<double> unit, one_way, workers, crossing;
   // Thread hops are ~100x dearer: fewer of them give as steady a median.
   int hops = std::max(1, trips / 50);
   for (int r = 0; r < rounds; ++r) {
     unit.push_back(on_driving_unit(sys, trips));
+    one_way.push_back(deliver_and_drain(sys, trips));
     workers.push_back(on_workers(sys, trips));
     crossing.push_back(thread_to_worker(sys, hops));
   }
   std::printf("messages: %d round trips x %d rounds, median ns per message\n", trips, rounds);
   std::printf("driving unit (one thread): %.0f\n", median(unit));
+  std::printf("deliver + drain (op actor): %.0f\n", median(one_way));
   std::printf("CAF workers (scheduler):   %.0f\n", median(workers));
   std::printf("plain thread <-> worker:   %.0f (%d round trips)\n", median(crossing), hops);
   sys.await_all_actors_done();
