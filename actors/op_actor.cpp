@@ -7,7 +7,9 @@ namespace mccl::actors {
 namespace {
 
 struct op_state {
-  op_session* op = nullptr; ///< the op it hosts now; null between ops
+  /// The op it hosts, set by each start message. While the actor waits in
+  /// the pool it still names the last one, but no message reaches it then.
+  op_session* op = nullptr;
 };
 
 op_handle::behavior_type op_behavior(op_handle::stateful_pointer<op_state> self) {
@@ -37,9 +39,10 @@ op_handle::behavior_type op_behavior(op_handle::stateful_pointer<op_state> self)
 /// actor back to the pool when the engine forgets the op.
 class op_actors::runner final : public op_runner {
 public:
-  runner(op_actors& pool, op_handle actor) : pool_(pool), actor_(std::move(actor)) {}
+  runner(op_actors& pool, op_handle actor, op_session& op) : pool_(pool), actor_(std::move(actor)), op_(op) {}
   ~runner() override { pool_.idle_.push_back(std::move(actor_)); }
 
+  void start() override { pool_.send(actor_, start_atom::value, op_binding{&op_}); }
   void chunk(transport::received_frame& f) override { pool_.send(actor_, chunk_atom::value, std::move(f)); }
   void sent(int peer, uint32_t step, uint32_t chunk) override {
     pool_.send(actor_, sent_atom::value, peer, step, chunk);
@@ -49,22 +52,21 @@ public:
 private:
   op_actors& pool_;
   op_handle actor_;
+  op_session& op_;
 };
 
 op_actors::~op_actors() = default; // dropping the last handle ends an idle actor
 
-std::unique_ptr<op_runner> op_actors::start(op_session& op) {
+std::unique_ptr<op_runner> op_actors::runner_for(op_session& op) {
   op_handle actor;
   if (idle_.empty()) {
     driving_unit::driver_scope driving{unit_};
     actor = unit_.spawn(op_behavior);
-    ++spawned_;
   } else {
     actor = std::move(idle_.back());
     idle_.pop_back();
   }
-  send(actor, start_atom::value, op_binding{&op});
-  return std::make_unique<runner>(*this, std::move(actor));
+  return std::make_unique<runner>(*this, std::move(actor), op);
 }
 
 } // namespace mccl::actors

@@ -64,10 +64,7 @@ public:
   op_actors(const op_actors&) = delete;
   op_actors& operator=(const op_actors&) = delete;
 
-  std::unique_ptr<op_runner> start(op_session& op) override;
-
-  /// Op actors spawned (the pool's size).
-  uint64_t spawned() const noexcept { return spawned_; }
+  std::unique_ptr<op_runner> runner_for(op_session& op) override;
 
 private:
   class runner;
@@ -85,7 +82,6 @@ private:
 
   driving_unit& unit_;
   std::vector<op_handle> idle_; ///< the leader's only
-  uint64_t spawned_ = 0;
 };
 
 } // namespace mccl::actors

@@ -35,7 +35,7 @@ public:
   const engine::clock::time_point started;
   const engine::clock::time_point deadline;
   uint64_t ticket = 0; ///< in the flight recorder
-  /// Carries the engine's events to the op's handlers (set once started).
+  /// Carries the engine's events to the op's handlers (set before it starts).
   std::unique_ptr<op_runner> runner;
   errc code = errc::none;
   std::string message; ///< the outcome, once reported()

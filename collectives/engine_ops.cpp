@@ -143,7 +143,8 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
   MCCL_LOG(debug, describe(*op) << (p2p ? "" : " seq " + std::to_string(op->seq)) << ": " << name);
   if (!p2p)
     routes_[op->seq] = &eo;
-  eo.runner = runners_->start(eo);
+  eo.runner = runners_->runner_for(eo);
+  eo.runner->start();
   if (eo.reported())
     return;
   if (op->kind == op_kind::recv) {
@@ -271,10 +272,7 @@ void engine::send_frame(engine_op& op, int peer, const wire::frame_header& h, co
 // ---- ending ------------------------------------------------------------------------
 
 void engine::fail(engine_op& op, errc code, const std::string& why) {
-  if (op.runner)
-    op.runner->fail(code, why);
-  else // it is still starting: this comes from inside its own start handler
-    op.fail(code, why);
+  op.runner->fail(code, why);
 }
 
 void engine::reported(engine_op& op) {

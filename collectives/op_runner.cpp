@@ -6,6 +6,7 @@ namespace {
 class direct_runner final : public op_runner {
 public:
   explicit direct_runner(op_session& op) : op_(op) {}
+  void start() override { op_.start_op(); }
   void chunk(transport::received_frame& f) override { op_.deliver(f); }
   void sent(int peer, uint32_t step, uint32_t chunk) override { op_.frame_sent(peer, step, chunk); }
   void fail(errc code, const std::string& why) override { op_.fail(code, why); }
@@ -16,8 +17,7 @@ private:
 
 } // namespace
 
-std::unique_ptr<op_runner> direct_runners::start(op_session& op) {
-  op.start_op();
+std::unique_ptr<op_runner> direct_runners::runner_for(op_session& op) {
   return std::make_unique<direct_runner>(op);
 }
 

@@ -30,6 +30,8 @@ namespace mccl {
 class op_runner {
 public:
   virtual ~op_runner() = default;
+  /// Starts the op (op_session::start_op).
+  virtual void start() = 0;
   /// A data frame of this op from a peer (op_session::deliver).
   virtual void chunk(transport::received_frame& f) = 0;
   /// One of its frames has fully left (op_session::frame_sent).
@@ -39,18 +41,18 @@ public:
   virtual void fail(errc code, const std::string& why) = 0;
 };
 
-/// Where a communicator's ops run: one runner per op, made as it starts.
+/// Where a communicator's ops run: one runner per op, made before it
+/// starts (so that events its own start raises find it).
 class op_runners {
 public:
   virtual ~op_runners() = default;
-  /// Starts `op` (op_session::start_op) and returns its runner.
-  virtual std::unique_ptr<op_runner> start(op_session& op) = 0;
+  virtual std::unique_ptr<op_runner> runner_for(op_session& op) = 0;
 };
 
 /// Runs every handler in place, on the engine's call.
 class direct_runners final : public op_runners {
 public:
-  std::unique_ptr<op_runner> start(op_session& op) override;
+  std::unique_ptr<op_runner> runner_for(op_session& op) override;
 };
 
 } // namespace mccl
