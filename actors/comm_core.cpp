@@ -66,7 +66,12 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
     if (engine_)
       engine_->post_task([this] { unit_->drain(); });
   });
-  op_actors_ = std::make_unique<op_actors>(*unit_);
+  // Op actors are monitored by the supervisor (spawned below, before any
+  // op): one message per actor of the pool, not per op.
+  op_actors_ = std::make_unique<op_actors>(*unit_, [this](const op_handle& a) {
+    if (supervisor_)
+      caf::anon_send(supervisor_, supervise_atom::value, caf::actor_cast<caf::actor>(a));
+  });
   eo.runners = op_actors_.get();
   if (init_.simulated_time) {
     auto* sys = init_.system;

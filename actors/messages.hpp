@@ -8,7 +8,8 @@
 ///
 ///   supervisor (one per communicator, supervisor_actor.hpp): linked to
 ///     the link actors; a link that exits with an error is a lost peer,
-///     reported to the engine, which fails its ops and aborts; hears of
+///     reported to the engine, which fails its ops and aborts; monitors
+///     the op actors, and aborts when one dies with an error; hears of
 ///     aborts and lost connections and tells the links; ends the
 ///     communicator's actors at finalize;
 ///   progress (one per communicator, progress_actor.hpp): drives the
@@ -44,6 +45,7 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;          // timers
 using watch_atom = caf::atom_constant<caf::atom("watch")>;        // communicator -> watchdog
 using unwatch_atom = caf::atom_constant<caf::atom("unwatch")>;    // communicator -> watchdog
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;  // finalize
+using supervise_atom = caf::atom_constant<caf::atom("supervise")>; // op actors -> supervisor
 
 /// The communicator whose engine an actor serves; actors hold it weakly,
 /// so a finalized communicator is never kept alive by its actors.
@@ -69,6 +71,9 @@ using progress_handle = caf::typed_actor<
   caf::replies_to<shutdown_atom>::with<bool>>;
 
 using supervisor_handle = caf::typed_actor<
+  /// A new op actor (op_actor.hpp) to monitor: one that dies with an error
+  /// aborts the communicator.
+  caf::reacts_to<supervise_atom, caf::actor>,
   /// The engine aborted: code, why, and the rank that began it.
   caf::reacts_to<aborted_atom, errc, std::string, int>,
   /// The engine lost the connection to a peer (to be resumed).

@@ -1,7 +1,10 @@
 #include "actors/op_actor.hpp"
 
+#include <caf/sec.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+
+#include <exception>
 
 namespace mccl::actors {
 namespace {
@@ -12,7 +15,30 @@ struct op_state {
   op_session* op = nullptr;
 };
 
-op_handle::behavior_type op_behavior(op_handle::stateful_pointer<op_state> self) {
+/// What escaped a handler, in words.
+std::string what_of(const std::exception_ptr& x) {
+  try {
+    std::rethrow_exception(x);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+op_handle::behavior_type op_behavior(op_handle::stateful_pointer<op_state> self, bool* failed) {
+  // The op's own guard (op_session) turns what its algorithm throws into
+  // the op's failure. Anything that escapes a handler anyway ends the
+  // actor with an error: its op fails first, naming it, so the engine
+  // aborts the communicator as for any failed op, and the supervisor that
+  // monitors the actor hears of it; the pool does not take it back.
+  self->set_exception_handler([self, failed](caf::scheduled_actor*, std::exception_ptr& x) -> caf::error {
+    *failed = true;
+    auto what = what_of(x);
+    if (auto* op = self->state.op)
+      op->fail(errc::internal, "its op actor failed: " + what);
+    return caf::make_error(caf::sec::runtime_error, "op actor: " + what);
+  });
   return {
     [=](start_atom, op_binding b) {
       self->state.op = b.op;
@@ -35,38 +61,61 @@ op_handle::behavior_type op_behavior(op_handle::stateful_pointer<op_state> self)
 
 } // namespace
 
+/// One op actor of the pool: its handle, and whether it died.
+struct op_actors::slot {
+  op_handle actor;
+  bool failed = false; ///< set by its exception handler (on the driving thread)
+};
+
 /// The engine's side of one op actor while it hosts an op; gives the
-/// actor back to the pool when the engine forgets the op.
+/// actor back to the pool when the engine forgets the op, unless it died.
 class op_actors::runner final : public op_runner {
 public:
-  runner(op_actors& pool, op_handle actor, op_session& op) : pool_(pool), actor_(std::move(actor)), op_(op) {}
-  ~runner() override { pool_.idle_.push_back(std::move(actor_)); }
-
-  void start() override { pool_.send(actor_, start_atom::value, op_binding{&op_}); }
-  void chunk(transport::received_frame& f) override { pool_.send(actor_, chunk_atom::value, std::move(f)); }
-  void sent(int peer, uint32_t step, uint32_t chunk) override {
-    pool_.send(actor_, sent_atom::value, peer, step, chunk);
+  runner(op_actors& pool, std::unique_ptr<slot> s, op_session& op) : pool_(pool), slot_(std::move(s)), op_(op) {}
+  ~runner() override {
+    if (!slot_->failed)
+      pool_.idle_.push_back(std::move(slot_));
   }
-  void fail(errc code, const std::string& why) override { pool_.send(actor_, fail_atom::value, code, why); }
+
+  void start() override { send(start_atom::value, op_binding{&op_}); }
+  void chunk(transport::received_frame& f) override { send(chunk_atom::value, std::move(f)); }
+  void sent(int peer, uint32_t step, uint32_t chunk) override { send(sent_atom::value, peer, step, chunk); }
+  void fail(errc code, const std::string& why) override { send(fail_atom::value, code, why); }
 
 private:
+  template <class... Ts>
+  void send(Ts&&... xs) {
+    if (slot_->failed) {
+      // Its actor died and failed the op: nothing is left to tell it.
+      return;
+    }
+    pool_.send(slot_->actor, std::forward<Ts>(xs)...);
+  }
+
   op_actors& pool_;
-  op_handle actor_;
+  std::unique_ptr<slot> slot_;
   op_session& op_;
 };
+
+op_actors::op_actors(driving_unit& unit, std::function<void(const op_handle&)> supervise)
+  : unit_(unit), supervise_(std::move(supervise)) {
+}
 
 op_actors::~op_actors() = default; // dropping the last handle ends an idle actor
 
 std::unique_ptr<op_runner> op_actors::runner_for(op_session& op) {
-  op_handle actor;
+  std::unique_ptr<slot> s;
   if (idle_.empty()) {
+    s = std::make_unique<slot>();
     driving_unit::driver_scope driving{unit_};
-    actor = unit_.spawn(op_behavior);
+    s->actor = unit_.spawn(op_behavior, &s->failed);
+    if (supervise_)
+      supervise_(s->actor);
   } else {
-    actor = std::move(idle_.back());
+    s = std::move(idle_.back());
     idle_.pop_back();
   }
-  return std::make_unique<runner>(*this, std::move(actor), op);
+  return std::make_unique<runner>(*this, std::move(s), op);
 }
 
 } // namespace mccl::actors

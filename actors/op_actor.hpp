@@ -17,6 +17,11 @@
 /// Pooled: an op actor that ended goes back to its communicator's pool and
 /// hosts a later op; spawning one costs several microseconds (bench
 /// actor-hop), more than a small op's whole path.
+///
+/// Supervised: the communicator's supervisor monitors every op actor. An
+/// op actor whose handler throws what the op's own guard does not catch
+/// fails its op with the reason and dies with an error; the supervisor's
+/// down handler aborts the communicator, and the pool drops the actor.
 
 #include "actors/driving_unit.hpp"
 #include "collectives/metrics_registry.hpp"
@@ -30,6 +35,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,7 +65,9 @@ using op_handle = caf::typed_actor<
 /// idle ones, and makes each op's runner (the engine's side of its actor).
 class op_actors final : public op_runners {
 public:
-  explicit op_actors(driving_unit& unit) : unit_(unit) {}
+  /// `supervise` is told of every op actor spawned (the communicator's
+  /// supervisor monitors it: once per actor of the pool, not per op).
+  op_actors(driving_unit& unit, std::function<void(const op_handle&)> supervise);
   ~op_actors() override;
   op_actors(const op_actors&) = delete;
   op_actors& operator=(const op_actors&) = delete;
@@ -67,6 +75,7 @@ public:
   std::unique_ptr<op_runner> runner_for(op_session& op) override;
 
 private:
+  struct slot;
   class runner;
 
   /// Sends `xs...` to `actor` and drains the unit: the message is handled
@@ -81,7 +90,8 @@ private:
   }
 
   driving_unit& unit_;
-  std::vector<op_handle> idle_; ///< the leader's only
+  std::function<void(const op_handle&)> supervise_;
+  std::vector<std::unique_ptr<slot>> idle_; ///< the leader's only
 };
 
 } // namespace mccl::actors

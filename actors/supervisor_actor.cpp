@@ -60,6 +60,24 @@ void on_link_exit(supervisor_self self, caf::exit_msg& msg) {
   core->kick();
 }
 
+/// An op actor it monitors ended. With an error (its handler threw what
+/// its op's guard does not catch) the op has failed already, naming the
+/// reason; the communicator aborts, if it has not, saying so. Ends
+/// without an error (unreachable: its communicator let go of it) are
+/// normal.
+void on_op_actor_down(supervisor_self self, caf::down_msg& msg) {
+  if (!msg.reason || msg.reason == caf::exit_reason::unreachable
+      || msg.reason == caf::exit_reason::user_shutdown)
+    return;
+  auto core = self->state.core.lock();
+  if (!core)
+    return;
+  auto why = "an op actor of rank " + std::to_string(core->rank()) + " failed: " + mccl::describe(msg.reason);
+  MCCL_LOG(error, why);
+  core->eng().post_abort(errc::internal, why, core->rank());
+  core->kick();
+}
+
 /// Stops the links, then the progress actor; `done` once all confirmed
 /// (or did not answer within reply_timeout).
 void stop_all(supervisor_self self, std::function<void()> done) {
@@ -98,7 +116,9 @@ supervisor_handle::behavior_type supervisor_actor(supervisor_self self, core_ref
     if (l)
       self->link_to(l);
   self->set_exit_handler([self](caf::exit_msg& msg) { on_link_exit(self, msg); });
+  self->set_down_handler([self](caf::down_msg& msg) { on_op_actor_down(self, msg); });
   return {
+    [self](supervise_atom, caf::actor& op_actor) { self->monitor(op_actor); },
     [self](aborted_atom, errc, const std::string&, int) {
       // Nothing is re-established for an aborted communicator.
       for (auto& l : self->state.links)
