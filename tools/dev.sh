@@ -168,7 +168,8 @@ run_tests() {
 # keep CI short; the multi-process subset covers real sockets and kills.
 SANITIZER_TARGETS=(mccl_unit_tests mccl_actor_tests mccl_integration_tests mccl_ops_tests
                    mccl_caller_driven_tests mccl_op_thread_tests mccl_shrink_tests mccl_fault_injection_tests
-                   mccl_compression_tests mccl_check mccl_recovery mccl_c_api_test)
+                   mccl_compression_tests mccl_actor_traffic_tests mccl_op_actor_supervision_tests
+                   mccl_check mccl_recovery mccl_c_api_test)
 SANITIZER_MULTIPROC='^multiproc_(allreduce_w3|ops_w3|barrier_w2|faults|fault_scenarios|security|recovery|status|trace|c_api_w3)$'
 
 sanitizer_tests() {
