@@ -43,6 +43,7 @@ SKIP = [
     (r"^cmake --install|^cc -std=c11", "installs into a prefix, or builds against an installed mccl"),
     (r"bench/(compare|before_after|engine_targets)\.py|run_mpi_bench|sweep_algorithms|benchmark_matrix|torch_ddp_throughput",
      "a benchmark: minutes, and Open MPI or Gloo for the peers"),
+    (r"bench/actors_ab\.sh", "an A/B benchmark: minutes, and a build of the reference commit"),
     (r"scaling_rounds|scaling_table|device_bundle|BUNDLE=|bench/latency_16|bench/busbw_16|single_copy|device_rounds|device_table|broadcast_rounds",
      "a benchmark round for the 16-core machine"),
     (r"sim_table\.py|mccl-sim --ranks (256|1024)|/usr/bin/time", "a large simulation: minutes and gigabytes"),
