@@ -1,23 +1,68 @@
 #!/usr/bin/env bash
-# DDP training throughput, mccl vs gloo, 2 ranks, same model and global
-# batch, backends alternating within one run so drift hits both alike.
-#   bash bench/torch_ddp_throughput.sh [ROUNDS] [extra ddp_dummy_train.py args...]
-# Writes bench/torch_ddp/{baseline,mccl_N,gloo_N}.json and, through
-# examples/benchmark_throughput.py, bench/torch_ddp/ddp_2ranks.{npz,_*.png}.
+# DDP training throughput, mccl against gloo: examples/ddp_dummy_train.py
+# on RANKS ranks through mcclrun, the same model and global batch for both,
+# the backends alternating within one run (mccl, gloo, mccl, gloo, ...) so
+# drift hits both alike, plus a single-process baseline and, in each round,
+# a run whose DDP exchanges nothing (--no-comm, over gloo's group: the floor
+# of the step, what the computation alone costs on these cores); then
+# examples/benchmark_throughput.py: the table, the ratios, OUT_DIR/ddp.npz
+# and, with matplotlib, the plots OUT_DIR/ddp.png and OUT_DIR/ddp_bars.png.
+#
+#   bash bench/torch_ddp_throughput.sh [OUT_DIR] [ddp_dummy_train.py args...]
+#
+# OUT_DIR defaults to /tmp/mccl-ddp-RANKS (results are not source).
+# Knobs (environment): RANKS=2, ROUNDS=3, BATCH (global batch, default one
+# sample per rank), BASELINE=1 (0 skips the single-process run), FLOOR=1
+# (0 skips the no-comm runs),
+# PYTHON=python3, MCCLRUN=tools/mcclrun, PYTHONPATH (default build/python,
+# or MCCL_BUILD_DIR/python). The defaults of the training arguments:
+# --steps 5 --warmup 1 --image 8 --threads 1 (one torch thread per rank);
+# later arguments override them. Each run's JSON is
+# OUT_DIR/{mccl,gloo,nocomm}_N.json, its output OUT_DIR/{mccl,gloo,nocomm}_N.log;
+# OUT_DIR/env.txt says what ran where.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ROUNDS="${1:-3}"; shift || true
-OUT="$ROOT/bench/torch_ddp"
+RANKS="${RANKS:-2}"
+ROUNDS="${ROUNDS:-3}"
+BATCH="${BATCH:-$RANKS}"
+OUT="${1:-${TMPDIR:-/tmp}/mccl-ddp-$RANKS}"
+shift || true
 PY=${PYTHON:-python3}
-TRAIN=("$ROOT/examples/ddp_dummy_train.py" --steps 5 --warmup 1 --batch 2 --image 8 --threads 1 "$@")
-export PYTHONPATH="$ROOT/${MCCL_BUILD_DIR:-build}/python"
+MCCLRUN=${MCCLRUN:-$ROOT/tools/mcclrun}
+export PYTHONPATH="${PYTHONPATH:-$ROOT/${MCCL_BUILD_DIR:-build}/python}"
+TRAIN=("$ROOT/examples/ddp_dummy_train.py" --steps 5 --warmup 1 --image 8 --threads 1
+       --batch "$BATCH" "$@")
 mkdir -p "$OUT"
-"$PY" "${TRAIN[@]}" --baseline --save-stats "$OUT/baseline.json"
+rm -f "$OUT"/mccl_*.json "$OUT"/gloo_*.json "$OUT"/nocomm_*.json "$OUT"/baseline.json
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: $(uname -n), $(nproc) CPUs, $(uname -sr)"
+  grep -m1 'model name' /proc/cpuinfo || true
+  echo "python: $("$PY" -c 'import sys; print(sys.version.split()[0], sys.executable)')"
+  echo "torch: $("$PY" -c 'import torch; print(torch.__version__)')"
+  echo "mccl package: $("$PY" -c 'import mccl; print(mccl.__file__, "backend:", mccl.TORCH_BACKEND)')"
+  echo "ranks: $RANKS, rounds: $ROUNDS, command: ${TRAIN[*]}"
+} > "$OUT/env.txt"
+cat "$OUT/env.txt"
+
+baseline=()
+if [[ "${BASELINE:-1}" != 0 ]]; then
+  "$PY" "${TRAIN[@]}" --baseline --save-stats "$OUT/baseline.json" | tee "$OUT/baseline.log"
+  baseline=(--baseline "$OUT/baseline.json")
+fi
+runs=(mccl gloo)
+[[ "${FLOOR:-1}" != 0 ]] && runs+=(nocomm)
 for round in $(seq "$ROUNDS"); do
-  for backend in mccl gloo; do
-    "$PY" "$ROOT/tools/mcclrun" -n 2 --timeout 600 -- "$PY" "${TRAIN[@]}" --backend "$backend" \
-      --save-stats "$OUT/${backend}_${round}.json"
+  for run in "${runs[@]}"; do
+    args=(--backend "$run")
+    [[ $run == nocomm ]] && args=(--backend gloo --no-comm)
+    "$PY" "$MCCLRUN" -n "$RANKS" --timeout 900 -- "$PY" "${TRAIN[@]}" "${args[@]}" \
+      --save-stats "$OUT/${run}_${round}.json" > "$OUT/${run}_${round}.log" 2>&1 ||
+      { echo "$run round $round failed:"; tail -n 30 "$OUT/${run}_${round}.log"; exit 1; }
+    grep -h "samples/s" "$OUT/${run}_${round}.log"
   done
 done
-"$PY" "$ROOT/examples/benchmark_throughput.py" --baseline "$OUT/baseline.json" \
-  --ddp "$OUT"/mccl_*.json "$OUT"/gloo_*.json -o "$OUT/ddp_2ranks"
+"$PY" "$ROOT/examples/benchmark_throughput.py" "${baseline[@]}" \
+  --ddp "$OUT"/mccl_*.json "$OUT"/gloo_*.json $(compgen -G "$OUT/nocomm_*.json" || true) \
+  -o "$OUT/ddp" | tee "$OUT/table.md"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """torch-gloo-bench: float32 sum allreduce through torch.distributed's "gloo"
-backend, measured and printed the way mccl-bench and mpi-bench do, so one
-parser (bench/scaling_table.py, bench/device_table.py) reads all three.
+backend (or mccl's, --backend mccl: what a DDP bucket costs through torch),
+measured and printed the way mccl-bench and mpi-bench do, so one parser
+(bench/scaling_table.py, bench/device_table.py) reads all three.
 
     python3 tools/mcclrun -n 2 -- python3 bench/torch_gloo_bench.py -b 4 -e 64K -f 16 -n 3
     # on the 16-core machine (torch 2.x): run by bench/scaling_rounds.sh
@@ -122,6 +123,9 @@ def main():
     ap.add_argument("--check", dest="check", action="store_true", default=True)
     ap.add_argument("--no-check", dest="check", action="store_false")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--backend", default="gloo", choices=["gloo", "mccl"],
+                    help="the torch.distributed backend measured (default gloo; mccl: the same "
+                         "calls through mccl's backend, as DDP makes them)")
     ap.add_argument("--timeout", type=float, default=600.0,
                     help="seconds gloo waits for a peer before failing (default 600)")
     o = ap.parse_args()
@@ -142,13 +146,15 @@ def main():
     import torch.distributed as dist
 
     torch.set_num_threads(max(1, o.threads))
-    dist.init_process_group("gloo", init_method="env://",
+    if o.backend == "mccl":
+        import mccl  # noqa: F401  (registers the backend)
+    dist.init_process_group(o.backend, init_method="env://",
                             timeout=datetime.timedelta(seconds=o.timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
     busfactor = 2.0 * (world - 1) / world if world > 1 else 0.0
     if rank == 0:
         print(f"# torch-gloo-bench: allreduce, dtype float32, redop sum, in place, {world} rank(s), "
-              f"torch {torch.__version__}, backend gloo", flush=True)
+              f"torch {torch.__version__}, backend {o.backend}", flush=True)
         print("# %12s %12s %10s %10s %12s %12s %6s  %s" % ("bytes", "count", "p50(us)", "p99(us)",
               "algbw(GB/s)", "busbw(GB/s)", "check", "algorithm"), flush=True)
     all_ok = True
@@ -187,7 +193,7 @@ def main():
             algbw = nbytes / (p50 * 1e-6) / 1e9 if p50 > 0 else 0.0
             print("  %12d %12d %10.1f %10.1f %12.3f %12.3f %6s  %s" % (
                 nbytes, count, p50, p99, algbw, algbw * busfactor,
-                "-" if not o.check else ("WRONG" if bad else "ok"), "gloo"), flush=True)
+                "-" if not o.check else ("WRONG" if bad else "ok"), o.backend), flush=True)
     dist.barrier()
     dist.destroy_process_group()
     if not all_ok:

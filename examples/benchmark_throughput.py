@@ -83,7 +83,10 @@ def main(argv=None):
     fig.tight_layout()
     fig.savefig(args.output + "_bars.png", dpi=120)
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.boxplot([arrays[f"{label}_step_times_s"] * 1000 for label in labels], labels=labels)
+    # Tick labels set apart: boxplot's own keyword for them was renamed in
+    # matplotlib 3.9 (labels -> tick_labels) and the old name removed in 3.11.
+    ax.boxplot([arrays[f"{label}_step_times_s"] * 1000 for label in labels])
+    ax.set_xticks(range(1, len(labels) + 1), labels)
     ax.set_ylabel("step time (ms)")
     ax.set_title(f"time per training step, global batch {first['global_batch']}, "
                  f"{parameter_text(first['parameters'])}")

@@ -86,6 +86,10 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's choice)")
     p.add_argument("--mkldnn", action="store_true", help="let convolutions use oneDNN (see train())")
+    p.add_argument("--no-comm", action="store_true",
+                   help="DDP with a communication hook that hands each gradient bucket back "
+                        "unreduced: the step without the gradient exchange, which no backend can beat "
+                        "(the ranks' models then drift apart; for timing only)")
     p.add_argument("--save-stats", metavar="FILE.json")
     p.add_argument("--label", help="name of this run in the stats (default: backend or baseline)")
     return p.parse_args(argv)
@@ -103,6 +107,13 @@ def global_batch(args, step):
     return images, labels
 
 
+def unreduced_bucket(state, bucket):
+    """A DDP communication hook that communicates nothing (--no-comm)."""
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
 def train(args, rank=0, world=1):
     """Runs warmup + timed steps; returns (stats, model). With world > 1 the
     process group must already be initialised."""
@@ -118,6 +129,8 @@ def train(args, rank=0, world=1):
     model = build_model(args)
     params = sum(p.numel() for p in model.parameters())
     net = model if world == 1 and args.baseline else nn.parallel.DistributedDataParallel(model)
+    if args.no_comm and net is not model:
+        net.register_comm_hook(None, unreduced_bucket)
     opt = torch.optim.SGD(net.parameters(), lr=args.lr)
     per_rank = args.batch // world
     step_times, losses = [], []
@@ -135,7 +148,7 @@ def train(args, rank=0, world=1):
             losses.append(loss.item())
     total = sum(step_times)
     stats = {
-        "label": args.label or ("baseline" if args.baseline else args.backend),
+        "label": args.label or ("baseline" if args.baseline else "no-comm" if args.no_comm else args.backend),
         "backend": None if args.baseline else args.backend,
         "world_size": world,
         "global_batch": args.batch,
