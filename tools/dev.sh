@@ -34,8 +34,9 @@ REQUIRED_PACKAGES=(
 # (CMake's MCCL_PYTHON). numpy: mccl.distributed; torch: the backend (2.13 is
 # the release tested; a torch 2.4 or newer already installed is kept);
 # matplotlib: the examples' plots; ml_dtypes: numpy bfloat16 arrays for
-# mccl.distributed (and its test). Extend here, nowhere else.
-PYTHON_PACKAGES=(numpy matplotlib ml_dtypes)
+# mccl.distributed (and its test); expecttest: PyTorch's own distributed test
+# suite, which imports it (tests/python/torch_suite). Extend here, nowhere else.
+PYTHON_PACKAGES=(numpy matplotlib ml_dtypes expecttest)
 TORCH_REQUIREMENT="torch==2.13.0"
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -51,8 +51,9 @@ def _create_backend(dist_options, backend_options=None):
 def backend_of(group=None):
     """The ProcessGroupMCCL serving `group`'s CPU tensors (default: the
     default group), or None when another backend serves them. torch 2.x
-    wraps backends in a ProcessGroup; mccl's own calls (compressed
-    allreduce, op_timeout_ms) live on the backend."""
+    wraps backends in a ProcessGroup (and, in DETAIL debug mode, in a
+    checking wrapper too); mccl's own calls (compressed allreduce,
+    op_timeout_ms) live on the backend."""
     if group is None:
         group = dist.distributed_c10d._get_default_group()
     if isinstance(group, ProcessGroupMCCL):
@@ -61,6 +62,9 @@ def backend_of(group=None):
         backend = group._get_backend(torch.device("cpu"))
     except RuntimeError:  # no backend for CPU tensors in this group
         return None
+    # Under TORCH_DISTRIBUTED_DEBUG=DETAIL torch wraps the backend in its
+    # checking wrapper; mccl's calls are on the backend inside.
+    backend = getattr(backend, "wrapped_pg", backend)
     return backend if isinstance(backend, ProcessGroupMCCL) else None
 
 

@@ -142,7 +142,10 @@ void process_group_mccl::shutdown() {
     comm_.finalize();
 }
 
-c10::intrusive_ptr<work_mccl> process_group_mccl::make_work(OpType type, const char* op, tensors outputs) {
+c10::intrusive_ptr<work_mccl> process_group_mccl::make_work(OpType type, const char* op, tensors outputs,
+                                                            bool counted) {
+  if (counted)
+    ++seq_;
   auto w = c10::make_intrusive<work_mccl>(getRank(), type,
                                           std::string(op) + " on rank " + std::to_string(getRank()),
                                           std::move(outputs), op_timeout_);
@@ -167,7 +170,7 @@ process_group_mccl::work_ptr process_group_mccl::endCoalescing() {
   coalescing_ = false;
   auto children = std::move(coalesced_);
   coalesced_.clear();
-  auto w = make_work(OpType::COALESCED, "coalesced ops", {});
+  auto w = make_work(OpType::COALESCED, "coalesced ops", {}, /*counted=*/false);
   w->track_children(children);
   return w;
 }
@@ -227,12 +230,77 @@ process_group_mccl::work_ptr process_group_mccl::broadcast(tensors& ts, const ::
 process_group_mccl::work_ptr process_group_mccl::allreduce(tensors& ts, const ::c10d::AllreduceOptions& opts) {
   op_context ctx{"allreduce", getRank()};
   check_count(ts, 1, ctx);
+  if (ts[0].defined() && ts[0].layout() == at::kSparse)
+    return allreduce_sparse_coo(ts[0], opts);
   check_tensor(ts[0], ctx);
   auto buf = stage(ts[0]);
   auto op = to_mccl(opts.reduceOp, ctx);
   auto w = make_work(OpType::ALLREDUCE, ctx.op, ts);
   auto part = comm_.allreduce(buf.data(), buf.count(), to_mccl(ts[0].scalar_type(), ctx), op);
   w->track({part}, [buf] { buf.write_back(); });
+  return w;
+}
+
+process_group_mccl::work_ptr process_group_mccl::allreduce_sparse_coo(const at::Tensor& t,
+                                                                      const ::c10d::AllreduceOptions& opts) {
+  op_context ctx{"allreduce", getRank()};
+  if (!t.device().is_cpu())
+    ctx.fail(errc::unsupported, "the sparse tensor is on " + t.device().str() + "; mccl handles CPU tensors only");
+  if (opts.reduceOp != ::c10d::ReduceOp::SUM)
+    ctx.fail(errc::unsupported, "a sparse tensor is reduced with SUM only (its missing elements are zeros)");
+  auto input = t.coalesce();
+  auto values = input._values().contiguous();          // [nnz, dense sizes...]
+  auto index_rows = input._indices().t().contiguous(); // [nnz, sparse_dim]
+  auto value_type = to_mccl(values.scalar_type(), ctx);
+  auto world = static_cast<std::size_t>(getSize());
+
+  // Every rank's nnz and shape, in the call: the gathers below need the
+  // counts. A rank whose tensor has another rank count fails here as a
+  // count mismatch; one with other sizes is named below.
+  std::vector<int64_t> mine{input._nnz(), input.sparse_dim(), input.dense_dim()};
+  for (auto size : t.sizes())
+    mine.push_back(size);
+  std::vector<int64_t> all(mine.size() * world);
+  comm_.allgather(mine.data(), all.data(), mine.size(), dtype::int64).wait();
+  auto describe = [](const int64_t* shape, std::size_t n) {
+    std::string s = "sparse_dim " + std::to_string(shape[1]) + ", dense_dim " + std::to_string(shape[2])
+                    + ", sizes [";
+    for (std::size_t i = 3; i < n; ++i)
+      s += (i > 3 ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+  };
+  int64_t total = 0;
+  std::vector<int64_t> nnz(world);
+  for (std::size_t r = 0; r < world; ++r) {
+    const int64_t* theirs = all.data() + r * mine.size();
+    if (!std::equal(mine.begin() + 1, mine.end(), theirs + 1))
+      ctx.fail(errc::invalid_argument, "rank " + std::to_string(r) + "'s sparse tensor has "
+                                         + describe(theirs, mine.size()) + "; this rank's has "
+                                         + describe(mine.data(), mine.size()));
+    nnz[r] = theirs[0];
+    total += theirs[0];
+  }
+  int64_t sparse_dim = input.sparse_dim();
+  int64_t row = 1; // elements per value: the dense dimensions
+  for (auto size : values.sizes().slice(1))
+    row *= size;
+  std::vector<std::size_t> index_counts(world), value_counts(world);
+  for (std::size_t r = 0; r < world; ++r) {
+    index_counts[r] = static_cast<std::size_t>(nnz[r] * sparse_dim);
+    value_counts[r] = static_cast<std::size_t>(nnz[r] * row);
+  }
+  auto gathered_rows = at::empty({total, sparse_dim}, index_rows.options());
+  auto value_shape = values.sizes().vec();
+  value_shape[0] = total;
+  auto gathered_values = at::empty(value_shape, values.options());
+  auto w = make_work(OpType::ALLREDUCE, ctx.op, {t});
+  auto indices_part = comm_.allgatherv(index_rows.data_ptr(), gathered_rows.data_ptr(), index_counts, dtype::int64);
+  auto values_part = comm_.allgatherv(values.data_ptr(), gathered_values.data_ptr(), value_counts, value_type);
+  w->track({indices_part, values_part}, [t, index_rows, values, gathered_rows, gathered_values] {
+    // Coalescing sums the values of equal indices: the reduction.
+    auto sum = at::sparse_coo_tensor(gathered_rows.t(), gathered_values, t.sizes()).coalesce();
+    t.copy_(sum);
+  });
   return w;
 }
 
@@ -679,44 +747,72 @@ void process_group_mccl::monitoredBarrier(const ::c10d::BarrierOptions& opts, bo
     return std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                     deadline - std::chrono::steady_clock::now()));
   };
-  uint8_t token = 0;
+  const std::string in_time = " in " + std::to_string(timeout.count()) + " ms";
+  // The tokens outlive this call: a receive still posted when it gives up
+  // lands later, into memory its completion callback keeps.
+  auto tokens = std::make_shared<std::vector<uint8_t>>(static_cast<std::size_t>(getSize()) + 1);
+  auto keep = [&tokens](const work& w) {
+    w.on_complete([tokens] {});
+    return w;
+  };
   auto u8 = dtype::uint8;
+  uint8_t* answer = tokens->data() + getSize(); // where a rank takes rank 0's answer
   if (getRank() != 0) {
-    comm_.send(&token, 1, u8, 0, monitored_barrier_tag).wait();
-    if (!comm_.recv(&token, 1, u8, 0, monitored_barrier_tag).wait_for(left()))
-      ctx.fail(errc::timeout, "rank 0 did not answer within " + std::to_string(timeout.count())
-                                + " ms (it names the ranks it waited for)");
-    return;
+    auto arrival = keep(comm_.send(tokens->data(), 1, u8, 0, monitored_barrier_tag));
+    auto reply = keep(comm_.recv(answer, 1, u8, 0, monitored_barrier_tag));
+    std::string cause = "rank 0 did not answer" + in_time;
+    try {
+      arrival.wait();
+      if (reply.wait_for(left()))
+        return;
+    } catch (const error& e) {
+      cause = e.what();
+    }
+    // The words torch's monitored_barrier users know from gloo.
+    ctx.fail(errc::timeout, "Rank " + std::to_string(getRank())
+                              + " successfully reached monitoredBarrier, but received errors while waiting for "
+                                "send/recv from rank 0: "
+                              + cause + " (rank 0 names the ranks that did not arrive)");
   }
-  // Rank 0: every other rank's arrival, each within what is left of the timeout.
-  std::vector<uint8_t> arrived(static_cast<std::size_t>(getSize()));
+  // Rank 0: every other rank's arrival, in rank order, within the timeout.
+  // Without wait_all_ranks the first rank missing is the error; with it,
+  // every rank that has not arrived by the deadline is named.
   std::vector<work> arrivals;
   for (int peer = 1; peer < getSize(); ++peer)
-    arrivals.push_back(comm_.recv(&arrived[peer], 1, u8, peer, monitored_barrier_tag));
+    arrivals.push_back(keep(comm_.recv(tokens->data() + peer, 1, u8, peer, monitored_barrier_tag)));
   std::vector<int> missing;
+  std::string arrived;
   for (int peer = 1; peer < getSize(); ++peer) {
-    bool in_time = false;
+    auto& arrival = arrivals[peer - 1];
+    if (!wait_all_ranks && !arrival.test() && left().count() == 0)
+      ctx.fail(errc::timeout, "Rank 0 timed out in monitoredBarrier after " + std::to_string(timeout.count())
+                                + " ms, before rank " + std::to_string(peer) + " arrived (ranks arrived: "
+                                + (arrived.empty() ? "none" : arrived) + ")");
+    bool on_time = false;
+    std::string cause;
     try {
-      in_time = arrivals[peer - 1].wait_for(left());
-    } catch (const error&) {
-      in_time = false; // lost or aborted: it did not arrive
+      on_time = arrival.wait_for(left());
+    } catch (const error& e) {
+      cause = std::string(": ") + e.what(); // lost or aborted: it did not arrive
     }
-    if (!in_time) {
-      missing.push_back(peer);
-      if (!wait_all_ranks)
-        break;
+    if (on_time) {
+      arrived += (arrived.empty() ? "" : ", ") + std::to_string(peer);
+      continue;
     }
+    if (!wait_all_ranks)
+      ctx.fail(errc::timeout, "Rank " + std::to_string(peer) + " failed to pass monitoredBarrier" + in_time + cause);
+    missing.push_back(peer);
   }
   if (!missing.empty()) {
     std::string names;
     for (int r : missing)
       names += (names.empty() ? "" : ", ") + std::to_string(r);
-    ctx.fail(errc::timeout, std::string(missing.size() == 1 ? "rank " : "ranks ") + names
-                              + " did not reach the barrier within " + std::to_string(timeout.count()) + " ms");
+    ctx.fail(errc::timeout, std::string(missing.size() == 1 ? "Rank " : "Ranks ") + names
+                              + " failed to pass monitoredBarrier" + in_time);
   }
   std::vector<work> answers;
   for (int peer = 1; peer < getSize(); ++peer)
-    answers.push_back(comm_.send(&token, 1, u8, peer, monitored_barrier_tag));
+    answers.push_back(keep(comm_.send(tokens->data(), 1, u8, peer, monitored_barrier_tag)));
   for (auto& a : answers)
     a.wait();
 }

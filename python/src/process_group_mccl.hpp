@@ -40,6 +40,10 @@ public:
   using work_ptr = c10::intrusive_ptr<::c10d::Work>;
 
   work_ptr broadcast(tensors& ts, const ::c10d::BroadcastOptions& opts) override;
+  /// A sparse (COO) CPU tensor, which torch hands this call as it does
+  /// gloo's, is summed too: each rank's shape (nnz, dims, sizes) is
+  /// exchanged in the call, then every rank's indices and values are
+  /// gathered and the sum is coalesced into the tensor (SUM only).
   work_ptr allreduce(tensors& ts, const ::c10d::AllreduceOptions& opts) override;
   /// allreduce of one tensor whose float32 payload travels as `compression`
   /// ("fp16", "bf16", "topk" or "none"; mccl::op_options), with redop `op`
@@ -91,6 +95,14 @@ public:
   void startCoalescing() override;
   work_ptr endCoalescing() override;
 
+  /// The number of ops issued on this group so far (each collective and
+  /// point-to-point call counts one), equal on every rank that issued the
+  /// same ops. torch's debug wrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL)
+  /// compares it across ranks before each collective. It starts at 0, as
+  /// gloo's does, so setting it is a no-op.
+  uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
+  void setSequenceNumberForGroup() override {}
+
   /// Fails every op in flight and later ones, on every rank, naming this
   /// rank (torch's abort_process_group).
   void abort() override;
@@ -122,7 +134,11 @@ public:
   process_group_mccl(made_by_shrink, std::shared_ptr<runtime> rt, communicator comm);
 
 private:
-  c10::intrusive_ptr<work_mccl> make_work(::c10d::OpType type, const char* op, tensors outputs);
+  /// A Work for one call; `counted`: the call is an op of its own (the
+  /// Work endCoalescing returns is not), so the sequence number moves.
+  c10::intrusive_ptr<work_mccl> make_work(::c10d::OpType type, const char* op, tensors outputs,
+                                          bool counted = true);
+  work_ptr allreduce_sparse_coo(const at::Tensor& t, const ::c10d::AllreduceOptions& opts);
 
   std::shared_ptr<runtime> runtime_;
   communicator comm_;
@@ -130,6 +146,7 @@ private:
   /// The first failed op's ErrorType (an int; SUCCESS while none failed),
   /// shared with the Works that report it.
   std::shared_ptr<std::atomic<int>> first_error_ = std::make_shared<std::atomic<int>>(0);
+  std::atomic<uint64_t> seq_{0};
   /// The Works issued since startCoalescing; calls into one process group
   /// come from the thread that issues its ops, so no lock.
   bool coalescing_ = false;

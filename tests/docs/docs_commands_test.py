@@ -57,6 +57,8 @@ SKIP = [
     (r"^MCCL_SPIN_US=|^NS=", "a benchmark: minutes"),
     (r"^tools/mcclstatus --port", "asks the ranks of a running job"),
     (r"^python3 bench/", "a benchmark: minutes"),
+    (r"^(PYTHONPATH=\S+ )?python3 tests/python/torch_suite/run_suite\.py",
+     "PyTorch's distributed suite: hundreds of multi-rank tests, minutes"),
 ]
 
 

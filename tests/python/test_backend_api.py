@@ -7,8 +7,13 @@ against one computed here from every rank's input:
   and reduce_scatter_tensor (allreduce_coalesced,
   allgather_into_tensor_coalesced, reduce_scatter_tensor_coalesced), and
   batch_isend_irecv (startCoalescing / endCoalescing);
-- monitored_barrier, passing and naming a rank that never arrives;
-- the backend's getError after a failed op, and abort.
+- monitored_barrier, passing and naming a rank that never arrives, and
+  rank 0 running out of time before anyone arrived;
+- the backend's getError after a failed op, and abort;
+- all_reduce of sparse (COO) tensors, as torch hands gloo one: SUM of
+  every rank's entries, a rank with none, dense dimensions, refusals;
+- sequence numbers, and collectives under TORCH_DISTRIBUTED_DEBUG=DETAIL
+  (torch wraps the backend and compares them across ranks).
 """
 
 import datetime
@@ -95,6 +100,62 @@ def _monitored_barrier_rank_missing(rank, world):
     return {"error": None}
 
 
+def _monitored_barrier_rank_0_out_of_time(rank, world):
+    import torch.distributed as dist
+    group = dist.new_group(ranks=list(range(world)))
+    if rank != 0:
+        return None  # never arrives; rank 0 has no time to wait anyway
+    try:
+        group.monitored_barrier(datetime.timedelta(seconds=0))
+    except RuntimeError as e:
+        return str(e)
+    return "passed"
+
+
+def _sparse_all_reduce(rank, world):
+    import torch
+    import torch.distributed as dist
+    report = {}
+    # Rank r holds entries at (r, r) and (0, 1); the last rank holds none.
+    if rank == world - 1:
+        t = torch.sparse_coo_tensor(torch.empty(2, 0, dtype=torch.int64), torch.empty(0), (4, 4))
+    else:
+        t = torch.sparse_coo_tensor([[rank, 0], [rank, 1]], [float(rank + 1), 10.0], (4, 4))
+    dist.all_reduce(t)
+    report["matrix"] = t.to_dense().tolist()
+    # Dense dimensions: values are rows of 3, and async with a future.
+    rows = torch.sparse_coo_tensor([[rank % 2]], [[float(rank)] * 3], (2, 3))
+    work = dist.all_reduce(rows, async_op=True)
+    work.wait()
+    report["rows"] = rows.to_dense().tolist()
+    for name, bad, op in (("op", t, dist.ReduceOp.MAX),
+                          ("sizes", torch.sparse_coo_tensor([[0]], [1.0], (4 + rank,)), dist.ReduceOp.SUM)):
+        try:
+            dist.all_reduce(bad, op=op)
+            report[name] = None
+        except Exception as e:  # noqa: BLE001 -- the message is what is checked
+            report[name] = str(e)
+    return report
+
+
+def _sequence_numbers_in_debug_mode(rank, world):
+    import torch
+    import torch.distributed as dist
+    import mccl
+    backend = mccl.backend_of()
+    before = backend._get_sequence_number_for_group()
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    dist.broadcast(t, 0)
+    after = backend._get_sequence_number_for_group()
+    # A group made under DETAIL is wrapped by torch's debug wrapper, which
+    # asks each collective's sequence number and compares the ranks'.
+    sub = dist.new_group(ranks=list(range(world)))
+    gathered = [None] * world
+    dist.all_gather_object(gathered, {"rank": rank}, group=sub)
+    return {"before": before, "after": after, "gathered": gathered, "total": t.tolist()}
+
+
 def _get_error_after_failure(rank, world):
     import torch
     import torch.distributed as dist
@@ -144,13 +205,47 @@ class BackendApiTest(unittest.TestCase):
         reports = harness.run_ranks(_monitored_barrier_rank_missing, 3, pg_timeout=30.0)
         rank0 = reports[0]
         self.assertIsNotNone(rank0["error"], "rank 0 passed a barrier rank 2 never reached")
-        self.assertIn("rank 2 did not reach the barrier within 1500 ms", rank0["error"])
+        self.assertIn("Rank 2 failed to pass monitoredBarrier in 1500 ms", rank0["error"])
         self.assertLess(rank0["seconds"], 10.0)
         # Rank 1 is not answered: it fails too, naming rank 0, either at its
         # own timeout ("rank 0 did not answer") or, when rank 0 has left
         # first, with rank 0's end of the group.
         self.assertIsNotNone(reports[1]["error"])
         self.assertIn("rank 0", reports[1]["error"])
+
+    def test_monitored_barrier_rank_0_out_of_time(self):
+        reports = harness.run_ranks(_monitored_barrier_rank_0_out_of_time, 3)
+        self.assertIn("Rank 0 timed out in monitoredBarrier after 0 ms, before rank 1 arrived", reports[0])
+
+    def test_sparse_all_reduce_sums_every_ranks_entries(self):
+        for world in (2, 3):
+            with self.subTest(world=world):
+                reports = harness.run_ranks(_sparse_all_reduce, world)
+                want = [[0.0] * 4 for _ in range(4)]
+                for r in range(world - 1):
+                    want[r][r] += float(r + 1)
+                    want[0][1] += 10.0
+                want_rows = [[0.0] * 3, [0.0] * 3]
+                for r in range(world):
+                    want_rows[r % 2] = [v + float(r) for v in want_rows[r % 2]]
+                for rep in reports:
+                    self.assertEqual(rep["matrix"], want)
+                    self.assertEqual(rep["rows"], want_rows)
+                    self.assertIn("sparse tensor is reduced with SUM only", rep["op"])
+                # Each rank names a rank whose sizes differ from its own.
+                for rank, rep in enumerate(reports):
+                    other = 1 if rank == 0 else 0
+                    self.assertIn(f"rank {other}'s sparse tensor has sparse_dim 1, dense_dim 0, "
+                                  f"sizes [{4 + other}]", rep["sizes"])
+
+    def test_sequence_numbers_and_the_debug_wrapper(self):
+        reports = harness.run_ranks(_sequence_numbers_in_debug_mode, 3,
+                                    env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
+        for rep in reports:
+            self.assertEqual(rep["after"] - rep["before"], 2)
+            self.assertEqual(rep["gathered"], [{"rank": r} for r in range(3)])
+            self.assertEqual(rep["total"], [3.0] * 3)
+        self.assertEqual(len({rep["after"] for rep in reports}), 1)
 
     def test_get_error_reports_the_timeout_of_a_failed_op(self):
         reports = harness.run_ranks(_get_error_after_failure, 2,
