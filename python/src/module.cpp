@@ -4,28 +4,62 @@
 /// python/mccl/torch_backend.py registers the backend.
 
 #include "process_group_mccl.hpp"
+#include "torch_visible_error.hpp"
 
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
+
+#include <stdexcept>
 
 namespace py = pybind11;
 using namespace mccl::torch_backend;
 
 namespace {
 
-/// mccl::error becomes the class of mccl.errors for its code, the same the
-/// numpy API raises, so `except mccl.PeerLostError` works for both.
+void raise_mccl_error(mccl::errc code, const char* what) {
+  py::object exc = py::module::import("mccl.errors").attr("from_code")(static_cast<int>(code), what);
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+}
+
+/// mccl::error, and the torch_visible_error a failed Work or future holds,
+/// become the class of mccl.errors for their code, the same the numpy API
+/// raises, so `except mccl.PeerLostError` works for both.
 void translate_mccl_error(std::exception_ptr p) {
   try {
     if (p)
       std::rethrow_exception(p);
   } catch (const mccl::error& e) {
-    py::object exc = py::module::import("mccl.errors")
-                       .attr("from_code")(static_cast<int>(e.code()), e.what());
-    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+    // An op that failed as it was issued: a comm hook's callback may
+    // raise it through torch's Future.then too (hooks.keep_mccl_errors).
+    remember_failure(e.code(), e.what());
+    raise_mccl_error(e.code(), e.what());
+  } catch (const torch_visible_error& e) {
+    raise_mccl_error(e.code(), e.what());
   }
+}
+
+/// Fails `fut` (a torch.futures.Future a comm hook returns) with `exc`, the
+/// exception its callback raised: an mccl.MCCLError as a
+/// torch_visible_error (DDP's backward raises the same class), anything
+/// else as the RuntimeError torch's Future.then would make of it.
+void fail_future(const std::shared_ptr<torch::jit::PythonFutureWrapper>& fut, const py::handle& exc) {
+  std::string text = py::str(exc);
+  std::exception_ptr failure;
+  if (py::isinstance(exc, py::module::import("mccl.errors").attr("MCCLError"))) {
+    auto code = static_cast<mccl::errc>(exc.attr("code").cast<int>());
+    failure = std::make_exception_ptr(torch_visible_error(code, text));
+  } else {
+    std::string type = py::str(py::type::handle_of(exc).attr("__name__"));
+    failure = std::make_exception_ptr(
+      std::runtime_error("Got the following error when running the callback: " + type + ": " + text));
+  }
+  // Completing runs the future's callbacks (DDP's, other hooks'), which
+  // take the GIL themselves.
+  py::gil_scoped_release unlocked;
+  fut->fut->setError(std::move(failure));
 }
 
 } // namespace
@@ -60,4 +94,9 @@ PYBIND11_MODULE(_C, m) {
     // callers are watchdogs); bound here so Python can ask too.
     .def("get_error", &process_group_mccl::getError)
     .def("shutdown", &process_group_mccl::shutdown, py::call_guard<py::gil_scoped_release>());
+
+  // For python/mccl/hooks.py: failing a hook's future with an mccl error,
+  // and the latest failures' texts (what torch's Future.then keeps of them).
+  m.def("_fail_future", &fail_future, py::arg("future"), py::arg("error"));
+  m.def("_recent_failures", &recent_failures);
 }

@@ -1,5 +1,7 @@
 #include "work_mccl.hpp"
 
+#include "torch_visible_error.hpp"
+
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -53,21 +55,28 @@ private:
 
 /// torch's classification of an op's failure (Backend::getError).
 ::c10d::ErrorType error_type_of(const std::exception_ptr& failure) {
+  auto code = mccl_code_of(failure);
+  if (!code)
+    return ::c10d::ErrorType::COMM_ERROR;
+  switch (*code) {
+    case errc::timeout:
+      return ::c10d::ErrorType::TIMEOUT;
+    case errc::peer_lost:
+    case errc::aborted:
+    case errc::desync:
+      return ::c10d::ErrorType::REMOTE_ERROR;
+    default:
+      return ::c10d::ErrorType::COMM_ERROR;
+  }
+}
+
+std::string what_of(const std::exception_ptr& failure) {
   try {
     std::rethrow_exception(failure);
-  } catch (const error& e) {
-    switch (e.code()) {
-      case errc::timeout:
-        return ::c10d::ErrorType::TIMEOUT;
-      case errc::peer_lost:
-      case errc::aborted:
-      case errc::desync:
-        return ::c10d::ErrorType::REMOTE_ERROR;
-      default:
-        return ::c10d::ErrorType::COMM_ERROR;
-    }
+  } catch (const std::exception& e) {
+    return e.what();
   } catch (...) {
-    return ::c10d::ErrorType::COMM_ERROR;
+    return {};
   }
 }
 
@@ -159,6 +168,12 @@ void work_mccl::complete(std::exception_ptr failure) {
     }
   }
   after_ = nullptr;
+  if (auto visible = visible_to_python(failure); visible != failure) {
+    // An mccl::error: what Python sees, through DDP's reducer and autograd
+    // too, is the mccl.errors class of its code (torch_visible_error.hpp).
+    failure = std::move(visible);
+    remember_failure(*mccl_code_of(failure), what_of(failure));
+  }
   if (failure && error_slot_) {
     int none = static_cast<int>(::c10d::ErrorType::SUCCESS);
     error_slot_->compare_exchange_strong(none, static_cast<int>(error_type_of(failure)));
