@@ -436,7 +436,13 @@ void engine::check_health() {
                + "): declared dead (frozen, stopped or cut off)";
     if (opts_.faults)
       opts_.faults->reaction("heartbeat_dead", c->peer(), {}, why);
-    c->fail(errc::peer_lost, why); // reports on_down: the communicator aborts
+    // Every peer hears why, the silent one too: it may only be stopped,
+    // and a rank that is continued reads the ABORT (or, over shared
+    // memory, the note beside a full or cut ring) and says it was declared
+    // dead, as its peers do. Its link then closes with what it could take.
+    abort(errc::peer_lost, "lost rank " + std::to_string(c->peer()) + ": " + why, opts_.rank);
+    c->write_now(now_);
+    c->fail(errc::peer_lost, why);
     return;
   }
 }

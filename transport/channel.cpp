@@ -107,7 +107,7 @@ void channel::abort(int origin, errc code, const std::string& reason) {
   // connection that had taken bytes of the dropped frames (single copy)
   // fails instead of sending them.
   if (conn_)
-    conn_->release_buffers();
+    conn_->release_buffers({origin, static_cast<uint32_t>(code), reason});
   if (!txq_.empty()) {
     auto front = std::move(txq_.front());
     txq_.clear();
@@ -214,6 +214,23 @@ std::size_t channel::write_frames(clock::time_point now) {
   return total;
 }
 
+void channel::write_now(clock::time_point now) {
+  while (state_ == state::open && !txq_.empty()) {
+    iovec iov[max_iov];
+    int n = gather_frames(txq_, iov, max_iov);
+    auto r = conn_->write_some(iov, n);
+    if (r.closed || !r.error.empty() || r.bytes == 0)
+      return;
+    last_tx_ = now;
+    if (opts_.counters)
+      opts_.counters->add(opts_.counters->bytes_sent, r.bytes);
+    account_written(txq_, r.bytes, [&](tx_item& done) {
+      if (done.data_frame)
+        listener_.on_sent(opts_.peer, done.ref);
+    });
+  }
+}
+
 std::size_t channel::stage_read_limit() const {
   auto room = stage_.size() - stage_end_;
   bool large_frames = small_frames_in_a_row_ < small_frames_to_stage;
@@ -295,9 +312,14 @@ std::size_t channel::read_frames(clock::time_point now) {
       }
       continue;
     }
-    if (r.closed)
+    if (r.closed) {
+      // An ABORT the peer left beside a stream that could not carry it
+      // (shared memory) says why it ended, as the frame would have.
+      if (auto note = conn_->peer_abort())
+        peer_aborted(note->origin, note->code, note->reason);
       lost(r.error.empty() ? name_ + " closed the connection"
                            : "connection to " + name_ + " failed: " + r.error);
+    }
     break;
   }
   return total;
@@ -349,9 +371,7 @@ void channel::frame_complete() {
     case wire::frame_kind::abort: {
       std::string why;
       auto text = wire::decode_text(buf.get(), h.payload_len, &why);
-      auto reason = text ? *text : "(unreadable reason: " + why + ")";
-      record("peer_abort", nullptr, "rank " + std::to_string(h.aux) + " aborted the communicator: " + reason);
-      listener_.on_peer_abort(opts_.peer, static_cast<int>(h.aux), wire::abort_code(h), reason);
+      peer_aborted(static_cast<int>(h.aux), h.step, text ? *text : "(unreadable reason: " + why + ")");
       return;
     }
     case wire::frame_kind::bye: {
@@ -369,6 +389,16 @@ void channel::frame_complete() {
       fail(errc::protocol_error, std::string("unexpected ") + wire::to_string(h.kind) + " frame from "
                                    + name_ + " after the handshake");
   }
+}
+
+void channel::peer_aborted(int origin, uint32_t code, const std::string& reason) {
+  if (peer_abort_heard_)
+    return; // the frame and the note beside the stream say the same
+  peer_abort_heard_ = true;
+  record("peer_abort", nullptr, "rank " + std::to_string(origin) + " aborted the communicator: " + reason);
+  wire::frame_header h;
+  h.step = code;
+  listener_.on_peer_abort(opts_.peer, origin, wire::abort_code(h), reason);
 }
 
 void channel::on_data(received_frame f) {

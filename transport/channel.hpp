@@ -147,6 +147,10 @@ public:
   /// arrived (at most a budget, so one busy peer cannot starve the others).
   /// Returns the bytes moved.
   std::size_t progress(clock::time_point now);
+  /// Writes what the connection takes now, reading nothing: what a peer
+  /// about to be cut off can still get (the ABORT naming why).
+  /// Best effort: a failed write is left to the close that follows.
+  void write_now(clock::time_point now);
   /// The connection lost in state resuming came back as `fresh`: both
   /// sides say how many frames they received in order and send the rest
   /// again.
@@ -201,6 +205,9 @@ private:
   uint8_t* payload_at() { return (cur_land_ ? cur_land_ : cur_buf_.get()) + cur_have_; }
   /// How much to read into the stage now.
   std::size_t stage_read_limit() const;
+  /// The peer aborted the communicator (its ABORT frame, or the note it
+  /// left beside the stream): the listener hears it once.
+  void peer_aborted(int origin, uint32_t code, const std::string& reason);
   void on_data(received_frame f);
   void accept_data(received_frame f);
   void on_crc_frame(received_frame f);
@@ -224,6 +231,7 @@ private:
   state state_ = state::open;
   bool aborted_ = false;
   bool said_bye_ = false; ///< BYE is queued: the peer may close from now on
+  bool peer_abort_heard_ = false;
 
   std::deque<tx_item> txq_;
   clock::time_point last_tx_;

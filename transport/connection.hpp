@@ -15,8 +15,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -28,6 +30,15 @@ struct io_result {
   std::size_t bytes = 0;
   bool closed = false;
   std::string error; // non-empty: the OS error text (errno), stream unusable
+};
+
+/// What an ABORT frame says: the rank that aborted first, the error code
+/// and the reason. A transport that can leave it beside the stream does
+/// (connection::release_buffers), for a peer whose stream cannot carry it.
+struct abort_note {
+  int origin = -1;
+  uint32_t code = 0;
+  std::string reason;
 };
 
 class connection;
@@ -44,12 +55,21 @@ public:
   /// copy lets the peer read them straight from the caller's memory), and
   /// skips, when they are passed again, those it took already.
   virtual io_result write_some(const iovec* iov, int count) = 0;
-  /// Never blocks. The caller drops what was not reported written (an
-  /// abort): from now on the connection references none of its buffers.
+  /// Never blocks. The caller aborts, saying `note` (its ABORT frame goes
+  /// next, if the stream can take it), and drops what was not reported
+  /// written: from now on the connection references none of its buffers.
   /// Where it had taken some of those bytes already, the stream cannot go
   /// on and fails on both ends (the peer never gets them). Transports that
-  /// copy what they take have nothing to do.
-  virtual void release_buffers() {}
+  /// copy what they take have nothing to drop. A transport with a way
+  /// beside the stream (shared memory: the segment) leaves `note` there,
+  /// so a peer whose stream ends without the ABORT frame (cut at a dropped
+  /// buffer, or full while the peer was stopped) still learns why
+  /// (peer_abort()).
+  virtual void release_buffers(const abort_note& note) { (void)note; }
+
+  /// Never blocks. Once a read found the stream ended or failed: the ABORT
+  /// the peer left beside the stream (release_buffers), if any.
+  virtual std::optional<abort_note> peer_abort() const { return std::nullopt; }
 
   /// Never blocks. Reads up to len bytes; bytes == 0 without closed or
   /// error means nothing is available now.

@@ -7,8 +7,11 @@
 //                                    in place and out of place
 //   mccl_check broadcast COUNT...    from every root
 //   mccl_check barrier               nobody leaves before everybody entered
-//   mccl_check stress COUNT          allreduce in a loop until an op fails;
-//                                    prints "op failed after N ms: <error>"
+//   mccl_check stress COUNT [MS]     allreduce in a loop until an op fails;
+//                                    prints "op failed after N ms: <error>",
+//                                    then stays MS ms (default 0) before it
+//                                    finalizes (a peer it gave up on may
+//                                    wake up meanwhile)
 //   mccl_check striped COUNT...      allreduce, broadcast and ops as above, then
 //                                    small allreduces that must run inline at
 //                                    least once (for several sockets per peer)
@@ -153,7 +156,7 @@ int run_barrier(mccl::communicator& comm) {
   return failures ? 1 : 0;
 }
 
-int run_stress(mccl::communicator& comm, std::size_t count) {
+int run_stress(mccl::communicator& comm, std::size_t count, std::size_t linger_ms) {
   std::vector<float> data(count, 1.0f);
   std::printf("rank %d: stress started\n", comm.rank());
   std::fflush(stdout);
@@ -165,6 +168,7 @@ int run_stress(mccl::communicator& comm, std::size_t count) {
       auto ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
       std::printf("rank %d: op failed after %.0f ms: %s\n", comm.rank(), ms, e.what());
       std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
       return 3;
     }
     std::fill(data.begin(), data.end(), 1.0f);
@@ -352,7 +356,8 @@ int main(int argc, char** argv) {
     else if (mode == "barrier") rc = run_barrier(comm);
     else if (mode == "ops") rc = run_ops(comm, counts);
     else if (mode == "striped") rc = run_striped(comm, counts);
-    else if (mode == "stress") rc = run_stress(comm, counts.empty() ? (1u << 22) : counts[0]);
+    else if (mode == "stress")
+      rc = run_stress(comm, counts.empty() ? (1u << 22) : counts[0], counts.size() > 1 ? counts[1] : 0);
     else if (mode == "finalize-alone") rc = run_finalize_alone(comm);
     else if (mode == "late-rank") rc = run_late_rank(comm, counts.empty() ? 3000 : counts[0]);
     else if (mode == "liveness")

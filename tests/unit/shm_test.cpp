@@ -7,6 +7,7 @@
 // board (banks reused safely over many ops, mismatches seen at once, waits
 // ended by deadline, stop or departure, a sleeper woken by the post).
 
+#include <mccl/error.hpp>
 #include "transport/shm/shm_board.hpp"
 #include "transport/shm/shm_connection.hpp"
 #include "transport/shm/shm_ring.hpp"
@@ -332,7 +333,10 @@ TEST(ShmConnection, AnAbortWithAPayloadInFlightFailsTheLinkOnBothEnds) {
   auto w = p.a->write_some(&v, 1);
   ASSERT_FALSE(w.closed) << w.error;
   ASSERT_EQ(w.bytes, 0u) << "posted, not taken yet";
-  p.a->release_buffers(); // the channel aborts and drops the frame
+  EXPECT_FALSE(p.b->peer_abort()) << "no note before an abort";
+  // The channel aborts and drops the frame; its ABORT cannot follow the
+  // cut stream, so it waits beside it.
+  p.a->release_buffers({2, static_cast<uint32_t>(mccl::errc::peer_lost), "lost rank 1: declared dead"});
   auto again = p.a->write_some(&v, 1);
   EXPECT_TRUE(again.closed);
   EXPECT_NE(again.error.find("single copy"), std::string::npos) << again.error;
@@ -340,9 +344,19 @@ TEST(ShmConnection, AnAbortWithAPayloadInFlightFailsTheLinkOnBothEnds) {
   auto r = p.b->read_some(in.data(), in.size());
   EXPECT_TRUE(r.closed) << "the peer never takes a payload that was let go";
   EXPECT_NE(r.error.find("dropped a payload"), std::string::npos) << r.error;
-  // Without a payload in flight, an abort leaves the link as it is.
+  auto note = p.b->peer_abort();
+  ASSERT_TRUE(note) << "the reader learns why the stream ended";
+  EXPECT_EQ(note->origin, 2);
+  EXPECT_EQ(note->code, static_cast<uint32_t>(mccl::errc::peer_lost));
+  EXPECT_EQ(note->reason, "lost rank 1: declared dead");
+  EXPECT_FALSE(p.a->peer_abort()) << "a note goes one way";
+  // Without a payload in flight, an abort leaves the link as it is (the
+  // note waits beside it all the same); the first note stays.
   shm_pair q(1 << 16, 32 << 10);
-  q.a->release_buffers();
+  q.a->release_buffers({0, static_cast<uint32_t>(mccl::errc::timeout), "first"});
+  q.a->release_buffers({1, static_cast<uint32_t>(mccl::errc::aborted), "second"});
+  ASSERT_TRUE(q.b->peer_abort());
+  EXPECT_EQ(q.b->peer_abort()->reason, "first");
   auto small = pattern(100, 7);
   iovec s{small.data(), small.size()};
   EXPECT_EQ(q.a->write_some(&s, 1).bytes, small.size());

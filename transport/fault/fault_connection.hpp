@@ -81,7 +81,8 @@ public:
   /// Keeps the faults' fire counts (a `close` that fired does not fire
   /// again on the resumed connection) and starts a fresh stream over it.
   connection_ptr resumed(connection_ptr fresh) override;
-  void release_buffers() override { inner_->release_buffers(); }
+  void release_buffers(const abort_note& note) override { inner_->release_buffers(note); }
+  std::optional<abort_note> peer_abort() const override { return inner_->peer_abort(); }
   int poll_fd() const override { return inner_->poll_fd(); }
   const std::string& description() const override { return inner_->description(); }
 

@@ -2,6 +2,7 @@
 
 #include <mccl/error.hpp>
 #include "config/log.hpp"
+#include "transport/wire/frame.hpp"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -100,7 +101,11 @@ io_result shm_connection::read_some(void* data, std::size_t len) {
   return {};
 }
 
-void shm_connection::release_buffers() {
+void shm_connection::release_buffers(const abort_note& note) {
+  // Beside the ring, which may be full (a stopped reader) or cut at a
+  // revoked splice below: a peer that wakes up reads why either way.
+  auto text = wire::encode_text(note.reason);
+  tx_.leave_note(note.origin, note.code, text.data(), text.size());
   if (!tx_.unreported())
     return; // everything taken is in the ring: the stream goes on
   tx_.revoke_splices();
@@ -108,6 +113,17 @@ void shm_connection::release_buffers() {
   if (peer_error_.empty())
     peer_error_ = "aborted with payloads in flight to the peer for single copy: the link is closed";
   ring_peer(); // a sleeping reader wakes, meets the revoked splice and fails
+}
+
+std::optional<abort_note> shm_connection::peer_abort() const {
+  abort_note n;
+  std::string bytes;
+  if (!rx_.note(n.origin, n.code, bytes))
+    return std::nullopt;
+  std::string why;
+  auto text = wire::decode_text(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &why);
+  n.reason = text ? *text : "(unreadable reason: " + why + ")";
+  return n;
 }
 
 void shm_connection::probe_single_copy() {

@@ -45,9 +45,11 @@ public:
 
   io_result write_some(const iovec* iov, int count) override;
   io_result read_some(void* data, std::size_t len) override;
-  /// With splices open, revokes them: the peer's reader fails at the first
-  /// (it never uses bytes of a buffer we let go), and so does this side.
-  void release_buffers() override;
+  /// Leaves `note` in the segment for the peer (peer_abort()), then, with
+  /// splices open, revokes them: the peer's reader fails at the first (it
+  /// never uses bytes of a buffer we let go), and so does this side.
+  void release_buffers(const abort_note& note) override;
+  std::optional<abort_note> peer_abort() const override;
   void notify_when_ready(bool want_write, std::function<void()> ready) override;
   void close() override;
   int poll_fd() const override;

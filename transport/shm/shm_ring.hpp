@@ -35,11 +35,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <string>
 
 namespace mccl::transport {
 
 /// Splices open at once per ring.
 constexpr int max_splices = 8;
+/// Bytes of an ABORT's reason a ring's control block keeps (the most an
+/// ABORT frame carries, wire::max_text_size).
+constexpr std::size_t shm_note_capacity = 1024;
 
 /// A posted splice: `len` bytes at `addr` in the writer's memory, which
 /// come in the stream right before ring position `at`'s byte.
@@ -69,6 +73,14 @@ struct shm_ring_control {
   /// The reader's verdict on reading the writer's memory: 0 not yet
   /// probed, 1 it can, 2 it cannot.
   std::atomic<uint32_t> reader_splices{0};
+  /// The writer's ABORT, left beside the stream (shm_ring::leave_note):
+  /// origin, code and text are written before `noted` is set, and read
+  /// only after it is seen.
+  alignas(64) std::atomic<uint32_t> noted{0};
+  int32_t note_origin;
+  uint32_t note_code;
+  uint32_t note_len;
+  uint8_t note_text[shm_note_capacity];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared rings need lock-free 64-bit atomics");
 
@@ -120,6 +132,13 @@ public:
   /// Writer: the caller drops its buffers now; the reader must not use
   /// what it copies from the open splices (read() fails from then on).
   void revoke_splices() noexcept;
+  /// Writer: leaves the ABORT it sends (origin, code, reason's bytes, cut
+  /// at shm_note_capacity) in the control block, beside the stream, for a
+  /// reader whose stream ends before the frame (note()). The first note
+  /// stays.
+  void leave_note(int32_t origin, uint32_t code, const uint8_t* text, std::size_t len) noexcept;
+  /// Reader: the writer's note, if it left one: true and the fields.
+  bool note(int32_t& origin, uint32_t& code, std::string& text) const;
   /// Reader: splice bytes taken so far, ever.
   uint64_t spliced() const noexcept { return spliced_; }
 

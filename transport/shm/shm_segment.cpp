@@ -119,6 +119,8 @@ std::size_t pair_segment_bytes(std::size_t ring_bytes) noexcept {
   return 2 * (page + ring_bytes);
 }
 
+static_assert(sizeof(shm_ring_control) <= page, "a ring's control block fits its page");
+
 // The control blocks need no construction: zeroed memory is a valid
 // std::atomic of an integer (lock-free, no other state).
 shm_ring pair_ring(const shm_segment& s, std::size_t ring_bytes, int direction) noexcept {
