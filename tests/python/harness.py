@@ -47,7 +47,7 @@ def file_init_url():
     return "file://" + os.path.join(d.name, "store")
 
 
-def _worker(fn, rank, world, init, backend, env, args, results, pg_timeout, deadline):
+def _worker(fn, index, rank, world, init, backend, env, args, results, pg_timeout, deadline):
     # A rank that hangs shows where before the parent kills it.
     faulthandler.dump_traceback_later(max(1.0, deadline - KILL_GRACE), exit=False)
     try:
@@ -63,9 +63,9 @@ def _worker(fn, rank, world, init, backend, env, args, results, pg_timeout, dead
         value = fn(rank, world, *args)
         if backend is not None:
             dist.destroy_process_group()
-        results.put((rank, True, value))
+        results.put((index, True, value))
     except BaseException:  # noqa: B902 -- reported to the parent, whatever it is
-        results.put((rank, False, traceback.format_exc()))
+        results.put((index, False, traceback.format_exc()))
 
 
 class RankFailure(AssertionError):
@@ -78,16 +78,19 @@ class RankFailure(AssertionError):
 
 
 def run_ranks(fn, world, *args, init="file", backend="mccl", env=None, deadline=DEFAULT_DEADLINE,
-              pg_timeout=60.0, allow_failures=False):
+              pg_timeout=60.0, allow_failures=False, ranks=None):
     """Runs fn(rank, world, *args) on `world` ranks after
     init_process_group(backend) (backend None: no process group).
 
     init: "file" (a fresh file:// store), "tcp" (tcp://127.0.0.1:<port>),
     "env" (env://: MASTER_ADDR/MASTER_PORT), or a full init_method URL.
-    Returns the list of per-rank return values. When a rank raises, raises
-    RankFailure, unless allow_failures: then returns {rank: (ok, value or
-    traceback)}.
+    ranks: the RANK of each process to start, in order (default 0..world-1;
+    a rank listed twice is started twice); results are then by position in
+    this list. Returns the list of per-rank return values. When a rank
+    raises, raises RankFailure, unless allow_failures: then returns {rank:
+    (ok, value or traceback)}.
     """
+    ranks = list(range(world)) if ranks is None else list(ranks)
     env = dict(env or {})
     tmp = tempfile.TemporaryDirectory(prefix="mccl-pytest-")
     if init == "file":
@@ -100,25 +103,26 @@ def run_ranks(fn, world, *args, init="file", backend="mccl", env=None, deadline=
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     procs = [ctx.Process(target=_worker, daemon=True,
-                         args=(fn, r, world, init, backend, env, args, results, pg_timeout, deadline))
-             for r in range(world)]
+                         args=(fn, i, r, world, init, backend, env, args, results, pg_timeout, deadline))
+             for i, r in enumerate(ranks)]
     for p in procs:
         p.start()
     got = {}
     end = time.monotonic() + deadline
     try:
-        while len(got) < world:
+        while len(got) < len(procs):
             left = end - time.monotonic()
             if left <= 0:
                 break
             try:
-                rank, ok, value = results.get(timeout=min(left, 1.0))
-                got[rank] = (ok, value)
+                index, ok, value = results.get(timeout=min(left, 1.0))
+                got[index] = (ok, value)
             except queue.Empty:
                 # A rank that died without reporting (segfault, kill).
                 for r, p in enumerate(procs):
                     if r not in got and not p.is_alive() and p.exitcode not in (None, 0):
-                        got[r] = (False, f"rank {r} exited with status {p.exitcode} without a result")
+                        got[r] = (False, f"rank {ranks[r]} exited with status {p.exitcode} without a "
+                                         "result")
     finally:
         for p in procs:
             p.join(timeout=max(0.1, min(KILL_GRACE, end + KILL_GRACE - time.monotonic())))
@@ -127,12 +131,12 @@ def run_ranks(fn, world, *args, init="file", backend="mccl", env=None, deadline=
                 p.kill()
                 p.join(timeout=KILL_GRACE)
         tmp.cleanup()
-    for r in range(world):
-        got.setdefault(r, (False, f"rank {r} gave no result within the {deadline:.0f} s deadline "
+    for r in range(len(procs)):
+        got.setdefault(r, (False, f"rank {ranks[r]} gave no result within the {deadline:.0f} s deadline "
                                   "(killed)"))
     if allow_failures:
         return got
     errors = {r: v for r, (ok, v) in got.items() if not ok}
     if errors:
         raise RankFailure(errors)
-    return [got[r][1] for r in range(world)]
+    return [got[r][1] for r in range(len(procs))]

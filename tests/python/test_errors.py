@@ -86,6 +86,42 @@ def port_base_on_the_store_port(rank, world, port):
     return {"error": None}
 
 
+def join_as(rank, world, port):
+    """init_process_group("mccl") over tcp://127.0.0.1:port as `rank` (one
+    of two processes started as RANK=1); what happened, with this process's
+    pid. The refused one says so in the job's store, and the others keep
+    the job (and rank 0's store) up until it has, after one allreduce."""
+    import os
+    import time
+    import torch
+    import torch.distributed as dist
+    import mccl
+    refused_key = "mccl-test/duplicate-refused"
+
+    def job_store():
+        return dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=30))
+
+    started = time.time()
+    try:
+        dist.init_process_group("mccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, timeout=datetime.timedelta(seconds=30))
+    except Exception as e:  # noqa: BLE001 -- the refusal is what is checked
+        ended = time.time()
+        job_store().set(refused_key, "1")
+        return {"pid": os.getpid(), "error": str(e), "started": started, "ended": ended,
+                "rendezvous_error": isinstance(e, mccl.RendezvousFailedError)}
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    job_store().wait([refused_key], datetime.timedelta(seconds=60))
+    dist.destroy_process_group()
+    return {"pid": os.getpid(), "error": None, "sum": t.item(), "started": started}
+
+
+# A second claim of a rank is refused as soon as rank 0 has published the
+# job (counted from when both it and rank 0 had started init_process_group):
+# far below the connect timeout (MCCL_CONNECT_TIMEOUT_MS=60000 here).
+DUPLICATE_BOUND = 10.0
+
 
 class ErrorsTest(unittest.TestCase):
     def test_argument_errors_and_timeouts(self):
@@ -133,6 +169,35 @@ class ErrorsTest(unittest.TestCase):
         with self.assertRaises(mccl.MCCLError):
             mccl.init(spin_us=10, chunk_bytes="12Q")
         self.assertNotIn("MCCL_SPIN_US", mccl.config.explicit_settings())
+
+
+class DuplicateRankTest(unittest.TestCase):
+    def test_duplicate_rank_under_torch_is_refused_naming_both_processes(self):
+        # Two processes start as RANK=1 of a 3-rank job beside ranks 0 and
+        # 2, all at once: whichever claims rank 1 second is refused, naming
+        # the rank and both processes; the job runs with the other.
+        port = harness.free_port()
+        order = [0, 1, 1, 2]
+        got = harness.run_ranks(join_as, 3, port, backend=None, init=None, ranks=order, deadline=120,
+                                env={"MCCL_CONNECT_TIMEOUT_MS": "60000"}, allow_failures=True)
+        for i, (ok, value) in got.items():
+            self.assertTrue(ok, f"process {i} (rank {order[i]}) raised outside init:\n{value}")
+        results = [got[i][1] for i in range(len(order))]
+        refused = [i for i in (1, 2) if results[i]["error"] is not None]
+        self.assertEqual(len(refused), 1, results)
+        loser = results[refused[0]]
+        winner = results[3 - refused[0]]
+        took = loser["ended"] - max(loser["started"], results[0]["started"])
+        print(f"  the second RANK=1 was refused {took:.2f} s after it and rank 0 had both started: "
+              f"{loser['error']}", flush=True)
+        self.assertTrue(loser["rendezvous_error"], loser["error"])
+        self.assertRegex(loser["error"],
+                         rf"rank 1 is claimed twice: pid {winner['pid']} on \S+ .*holds it; this process "
+                         rf"\(pid {loser['pid']} on \S+.*\) is a second RANK=1")
+        self.assertLess(took, DUPLICATE_BOUND, loser["error"])
+        for i in (0, 3 - refused[0], 3):
+            self.assertIsNone(results[i]["error"], results[i])
+            self.assertEqual(results[i]["sum"], 3.0, results[i])
 
 
 if __name__ == "__main__":
