@@ -43,7 +43,9 @@ struct metrics_summary {
   uint64_t errors = 0;
   uint64_t total_bytes = 0; ///< before compression
   uint64_t wire_bytes = 0;  ///< payload bytes sent, after compression
-  /// Over the most recent 100000 successful ops.
+  /// Over the most recent 100000 successful ops (op_kind_metrics: of that
+  /// kind). The windows cost 16 B per op until full: at most 800 KB per
+  /// op kind plus 800 KB (docs/troubleshooting.md).
   double p50_latency_ms = 0;
   double p99_latency_ms = 0;
   /// The highest bytes / duration of any single op, in gigabits per second.
