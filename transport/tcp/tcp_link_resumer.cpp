@@ -7,6 +7,8 @@
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/wire/handshake.hpp"
 
+#include <algorithm>
+
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -14,10 +16,11 @@
 
 namespace mccl::transport {
 
-namespace asio = boost::asio;
-
 namespace {
-/// How long one dial attempt or one handshake read may take.
+/// How long connecting and sending a resume hello may take per attempt,
+/// and reading a handshake frame once it has begun to arrive (a stray's
+/// hello at the gate included). The answer to our own hello has no limit
+/// but the link's reconnect window.
 constexpr auto resume_attempt_limit = std::chrono::milliseconds(500);
 /// Pause after a refused attempt (the peer has not noticed the loss yet).
 constexpr auto resume_retry_pause = std::chrono::milliseconds(50);
@@ -45,6 +48,7 @@ tcp_link_resumer::~tcp_link_resumer() {
   }
   poke();
   thread_.join();
+  dials_.clear(); // their sockets belong to io_
   gate_.reset();
   ::close(listen_fd_);
   ::close(wake_fd_);
@@ -53,7 +57,7 @@ tcp_link_resumer::~tcp_link_resumer() {
 void tcp_link_resumer::resume(int peer, clock::time_point deadline, done_fn done) {
   {
     std::lock_guard<std::mutex> guard{mutex_};
-    requests_[peer] = request{deadline, clock::now(), std::move(done)};
+    requests_[peer] = request{deadline, clock::now(), std::move(done), next_request_id_++};
   }
   poke();
 }
@@ -85,58 +89,86 @@ void tcp_link_resumer::run() {
   for (;;) {
     std::vector<int> due;
     std::vector<int> expired;
-    bool dialling = false;
+    std::map<int, std::pair<uint64_t, clock::time_point>> live; ///< peer -> request id, deadline
     {
       std::unique_lock<std::mutex> lock{mutex_};
       if (stop_)
         return;
       auto now = clock::now();
       for (auto& [peer, req] : requests_) {
+        live[peer] = {req.id, req.deadline};
         if (now >= req.deadline)
           expired.push_back(peer);
-        else if (peer < opts_.rank) {
-          dialling = true;
-          if (now >= req.next_try)
-            due.push_back(peer);
-        }
+        else if (peer < opts_.rank && now >= req.next_try)
+          due.push_back(peer);
       }
     }
-    for (int peer : expired)
+    // A dial outlives only its own request: one finished, cancelled or
+    // replaced meanwhile drops it (closing the socket).
+    for (auto i = dials_.begin(); i != dials_.end();) {
+      auto l = live.find(i->first);
+      bool current = l != live.end() && l->second.first == i->second.request_id;
+      i = current ? std::next(i) : dials_.erase(i);
+    }
+    for (int peer : expired) {
+      dials_.erase(peer);
       finish(peer, nullptr, "the reconnect window ended");
+    }
     for (int peer : due) {
-      clock::time_point deadline;
-      {
-        std::lock_guard<std::mutex> guard{mutex_};
-        auto i = requests_.find(peer);
-        if (i == requests_.end())
-          continue;
-        deadline = i->second.deadline;
+      if (dials_.count(peer) || std::find(expired.begin(), expired.end(), peer) != expired.end())
+        continue; // its hello is out: the answer decides
+      auto& [id, deadline] = live[peer];
+      auto why = start_dial(peer, id, std::min(deadline, clock::now() + resume_attempt_limit));
+      if (!why.empty()) {
+        MCCL_LOG(debug, rank_str(opts_.rank) << " could not resume its link to " << rank_str(peer)
+                                             << " yet: " << why);
+        retry_later(peer);
       }
+    }
+    // Wait for resume hellos (and strays, read side by side, each for at
+    // most resume_attempt_limit) on the listening socket and for the
+    // answers to our own hellos; briefly while a peer is to be dialled
+    // again, so retries stay on time. resume() and the destructor poke
+    // wake_fd_, so a new request or a stop is served at once.
+    std::vector<int> also{wake_fd_};
+    for (auto& [peer, d] : dials_)
+      also.push_back(d.socket->native_handle());
+    bool dialling = false;
+    for (auto& [peer, req] : live)
+      dialling |= peer < opts_.rank && !dials_.count(peer)
+                  && std::find(expired.begin(), expired.end(), peer) == expired.end();
+    auto arrived = gate_->wait({listen_fd_}, clock::now() + (dialling ? std::chrono::milliseconds(20)
+                                                                        : std::chrono::milliseconds(200)),
+                               also);
+    uint64_t count;
+    [[maybe_unused]] auto n = ::read(wake_fd_, &count, sizeof count);
+    for (auto& in : arrived)
+      answer(in);
+    std::vector<int> answered;
+    for (auto& [peer, d] : dials_) {
+      pollfd p{d.socket->native_handle(), POLLIN, 0};
+      if (::poll(&p, 1, 0) > 0)
+        answered.push_back(peer);
+    }
+    for (int peer : answered) {
       connection_ptr conn;
-      auto why = dial_once(peer, std::min(deadline, clock::now() + resume_attempt_limit), &conn);
+      auto why = take_answer(peer, &conn);
       if (conn) {
         finish(peer, std::move(conn), "");
         continue;
       }
       MCCL_LOG(debug, rank_str(opts_.rank) << " could not resume its link to " << rank_str(peer)
                                            << " yet: " << why);
-      std::lock_guard<std::mutex> guard{mutex_};
-      auto i = requests_.find(peer);
-      if (i != requests_.end())
-        i->second.next_try = clock::now() + resume_retry_pause;
+      retry_later(peer);
     }
-    // Wait for resume hellos (and strays, read side by side, each for at
-    // most resume_attempt_limit) on the listening socket; briefly while a
-    // dial is pending, so retries stay on time. resume() and the destructor
-    // poke wake_fd_, so a new request or a stop is served at once.
-    auto arrived = gate_->wait({listen_fd_}, clock::now() + (dialling ? std::chrono::milliseconds(20)
-                                                                        : std::chrono::milliseconds(200)),
-                               {wake_fd_});
-    uint64_t count;
-    [[maybe_unused]] auto n = ::read(wake_fd_, &count, sizeof count);
-    for (auto& in : arrived)
-      answer(in);
   }
+}
+
+void tcp_link_resumer::retry_later(int peer) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  auto i = requests_.find(peer);
+  if (i != requests_.end())
+    i->second.next_try = clock::now() + resume_retry_pause;
 }
 
 void tcp_link_resumer::answer(hello_gate::arrival& in) {
@@ -175,22 +207,33 @@ void tcp_link_resumer::answer(hello_gate::arrival& in) {
          "");
 }
 
-std::string tcp_link_resumer::dial_once(int peer, clock::time_point deadline, connection_ptr* conn) {
+std::string tcp_link_resumer::start_dial(int peer, uint64_t request_id, clock::time_point deadline) {
   const auto& ep_text = endpoints_[static_cast<std::size_t>(peer)];
-  asio::io_context local;
-  tcp::socket s(local);
-  auto err = connect_with_retry(s, parse_endpoint(ep_text, peer), deadline);
+  auto s = std::make_unique<tcp::socket>(io_);
+  auto err = connect_with_retry(*s, parse_endpoint(ep_text, peer), deadline);
   if (!err.empty())
     return "connecting to " + ep_text + ": " + err;
-  tune_socket(s, opts_.socket_buffer_bytes);
+  tune_socket(*s, opts_.socket_buffer_bytes);
   wire::hello hi{static_cast<uint32_t>(opts_.rank), static_cast<uint32_t>(peer),
                  static_cast<uint32_t>(opts_.world), opts_.token};
-  err = send_control(s, wire::frame_kind::hello, opts_.comm_id, wire::encode_hello(hi), deadline,
+  err = send_control(*s, wire::frame_kind::hello, opts_.comm_id, wire::encode_hello(hi), deadline,
                      stripe_tag{}, resume_marker);
+  if (!err.empty())
+    return "handshake with " + ep_text + ": " + err;
+  dials_[peer] = dial{request_id, std::move(s)};
+  return {};
+}
+
+std::string tcp_link_resumer::take_answer(int peer, connection_ptr* conn) {
+  const auto& ep_text = endpoints_[static_cast<std::size_t>(peer)];
+  auto d = std::move(dials_[peer]);
+  dials_.erase(peer);
+  auto& s = *d.socket;
   wire::frame_header h;
   std::vector<uint8_t> payload;
-  if (err.empty())
-    err = read_control(s, deadline, h, payload);
+  // The answer has begun to arrive: the rest of a frame this small follows
+  // at once.
+  auto err = read_control(s, clock::now() + resume_attempt_limit, h, payload);
   if (!err.empty())
     return "handshake with " + ep_text + ": " + err;
   std::string why;

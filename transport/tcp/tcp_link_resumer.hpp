@@ -9,12 +9,21 @@
 /// 50 ms until the link's deadline. What each side already received is
 /// settled afterwards by the channels themselves (transport/channel.hpp).
 ///
-/// One thread per communicator: it waits on the listening socket and a
-/// wake-up descriptor (in 200 ms steps, 20 ms while dialling, to check
-/// deadlines), reads every connection that has not sent its hello yet side
-/// by side and without blocking (hello_gate.hpp: at most 500 ms each, so an
-/// idle stray delays neither a resume nor the rank's exit), refuses
-/// strays, and dials with at most 500 ms per attempt.
+/// One thread per communicator: it waits on the listening socket, the
+/// sockets of its own resume hellos and a wake-up descriptor (in 200 ms
+/// steps, 20 ms while dialling, to check deadlines), reads every connection
+/// that has not sent its hello yet side by side and without blocking
+/// (hello_gate.hpp: at most 500 ms each, so an idle stray delays neither a
+/// resume nor the rank's exit), refuses strays, and dials with at most
+/// 500 ms per attempt to connect and send the hello.
+///
+/// A resume hello once sent is never given up while the link's window
+/// lasts: the dialler waits for the answer (a hello_ack, a refusal, or the
+/// connection failing) however late it comes. The side that accepts
+/// resumes the link as soon as it has sent its hello_ack; had the dialler
+/// dropped the connection after a timeout of its own, a slow acceptor (a
+/// loaded or briefly stopped process) would resume over a connection
+/// nobody holds and lose the link again right after.
 
 #include "transport/connection.hpp"
 #include "transport/tcp/hello_gate.hpp"
@@ -51,13 +60,25 @@ private:
     std::chrono::steady_clock::time_point deadline;
     std::chrono::steady_clock::time_point next_try;
     done_fn done;
+    uint64_t id = 0; ///< tells a request from the one that replaced it
+  };
+  /// A resume hello sent to a peer, waiting for its answer (run's thread
+  /// only).
+  struct dial {
+    uint64_t request_id = 0;
+    std::unique_ptr<tcp::socket> socket;
   };
   void run();
   /// Vets a resume hello that arrived whole and answers it.
   void answer(hello_gate::arrival& in);
-  /// One attempt to dial `peer`; "" and *conn set on success, else why not.
-  std::string dial_once(int peer, std::chrono::steady_clock::time_point deadline,
-                        connection_ptr* conn);
+  /// Connects to `peer` and sends a resume hello, both before `deadline`:
+  /// the dial then waits in dials_ for its answer; else why not.
+  std::string start_dial(int peer, uint64_t request_id, std::chrono::steady_clock::time_point deadline);
+  /// Reads the answer to the hello of dials_[peer] (readable now): the
+  /// resumed connection, or why not (the dial is over either way).
+  std::string take_answer(int peer, connection_ptr* conn);
+  /// A failed attempt: the next in resume_retry_pause.
+  void retry_later(int peer);
   void finish(int peer, connection_ptr conn, const std::string& why);
   void poke(); ///< wakes the thread
 
@@ -69,8 +90,10 @@ private:
   std::mutex mutex_;
   int wake_fd_ = -1; ///< eventfd: a new request or stop
   std::map<int, request> requests_; ///< by peer rank
+  uint64_t next_request_id_ = 1;
   bool stop_ = false;
-  boost::asio::io_context io_;         ///< owns accepted sockets until they are vetted
+  boost::asio::io_context io_;         ///< owns accepted sockets until they are vetted, and dials' sockets
+  std::map<int, dial> dials_;          ///< by peer rank (run's thread only)
   std::unique_ptr<hello_gate> gate_;  ///< connections not yet authenticated (run's thread only)
   std::thread thread_;
 };
