@@ -203,15 +203,19 @@ std::size_t channel::write_frames(clock::time_point now) {
     if (r.bytes == 0)
       break;
     total += r.bytes;
-    last_tx_ = now;
-    if (opts_.counters)
-      opts_.counters->add(opts_.counters->bytes_sent, r.bytes);
-    account_written(txq_, r.bytes, [&](tx_item& done) {
-      if (done.data_frame)
-        listener_.on_sent(opts_.peer, done.ref);
-    });
+    written(r.bytes, now);
   }
   return total;
+}
+
+void channel::written(std::size_t bytes, clock::time_point now) {
+  last_tx_ = now;
+  if (opts_.counters)
+    opts_.counters->add(opts_.counters->bytes_sent, bytes);
+  account_written(txq_, bytes, [&](tx_item& done) {
+    if (done.data_frame)
+      listener_.on_sent(opts_.peer, done.ref);
+  });
 }
 
 void channel::write_now(clock::time_point now) {
@@ -221,13 +225,7 @@ void channel::write_now(clock::time_point now) {
     auto r = conn_->write_some(iov, n);
     if (r.closed || !r.error.empty() || r.bytes == 0)
       return;
-    last_tx_ = now;
-    if (opts_.counters)
-      opts_.counters->add(opts_.counters->bytes_sent, r.bytes);
-    account_written(txq_, r.bytes, [&](tx_item& done) {
-      if (done.data_frame)
-        listener_.on_sent(opts_.peer, done.ref);
-    });
+    written(r.bytes, now);
   }
 }
 

@@ -151,6 +151,9 @@ public:
   /// about to be cut off can still get (the ABORT naming why).
   /// Best effort: a failed write is left to the close that follows.
   void write_now(clock::time_point now);
+  /// `bytes` of the queue left at `now`: the clock of the last send, the
+  /// link's counters, and on_sent for each frame now fully written.
+  void written(std::size_t bytes, clock::time_point now);
   /// The connection lost in state resuming came back as `fresh`: both
   /// sides say how many frames they received in order and send the rest
   /// again.
