@@ -53,7 +53,14 @@ def _worker(fn, index, rank, world, init, backend, env, args, results, pg_timeou
     try:
         os.environ.update(env)
         import datetime
+        import torch
         import torch.distributed as dist
+        # Like torchrun: ranks that share the machine's cores get one
+        # intra-op thread each unless the test says otherwise; torch's
+        # default (a thread per core in every rank) oversubscribes the
+        # cores world-fold and made the DDP tests twice as slow.
+        if "OMP_NUM_THREADS" not in env:
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
         import mccl  # noqa: F401  (registers the backend)
         kwargs = dict(rank=rank, world_size=world, timeout=datetime.timedelta(seconds=pg_timeout))
         if init is not None:
