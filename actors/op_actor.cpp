@@ -26,33 +26,50 @@ std::string what_of(const std::exception_ptr& x) {
   }
 }
 
-op_handle::behavior_type op_behavior(op_handle::stateful_pointer<op_state> self, bool* failed) {
+/// Marks its slot's actor as inside one of its handlers while it lives.
+class in_handler {
+public:
+  explicit in_handler(op_slot& s) : slot_(s) { slot_.running = true; }
+  ~in_handler() { slot_.running = false; }
+  in_handler(const in_handler&) = delete;
+  in_handler& operator=(const in_handler&) = delete;
+
+private:
+  op_slot& slot_;
+};
+
+op_handle::behavior_type op_behavior(op_handle::stateful_pointer<op_state> self, op_slot* slot) {
   // The op's own guard (op_session) turns what its algorithm throws into
   // the op's failure. Anything that escapes a handler anyway ends the
   // actor with an error: its op fails first, naming it, so the engine
   // aborts the communicator as for any failed op, and the supervisor that
   // monitors the actor hears of it; the pool does not take it back.
-  self->set_exception_handler([self, failed](caf::scheduled_actor*, std::exception_ptr& x) -> caf::error {
-    *failed = true;
+  self->set_exception_handler([self, slot](caf::scheduled_actor*, std::exception_ptr& x) -> caf::error {
+    slot->failed = true;
+    slot->running = false;
     auto what = what_of(x);
     if (auto* op = self->state.op)
       op->fail(errc::internal, "its op actor failed: " + what);
     return caf::make_error(caf::sec::runtime_error, "op actor: " + what);
   });
   return {
-    [=](start_atom, op_binding b) {
+    [=](start_atom, op_binding& b) {
+      in_handler running{*slot};
       self->state.op = b.op;
-      b.op->start_op();
+      b.op->start_op(b.early);
     },
     [=](chunk_atom, transport::received_frame& f) {
+      in_handler running{*slot};
       if (auto* op = self->state.op)
         op->deliver(f);
     },
     [=](sent_atom, int peer, uint32_t step, uint32_t chunk) {
+      in_handler running{*slot};
       if (auto* op = self->state.op)
         op->frame_sent(peer, step, chunk);
     },
     [=](fail_atom, errc code, const std::string& why) {
+      in_handler running{*slot};
       if (auto* op = self->state.op)
         op->fail(code, why);
     },
@@ -61,10 +78,10 @@ op_handle::behavior_type op_behavior(op_handle::stateful_pointer<op_state> self,
 
 } // namespace
 
-/// One op actor of the pool: its handle, and whether it died.
-struct op_actors::slot {
+/// One op actor of the pool: its handle, and what its handlers say of it
+/// (op_slot, written and read on the driving thread only).
+struct op_actors::slot : op_slot {
   op_handle actor;
-  bool failed = false; ///< set by its exception handler (on the driving thread)
 };
 
 /// The engine's side of one op actor while it hosts an op; gives the
@@ -77,10 +94,31 @@ public:
       pool_.idle_.push_back(std::move(slot_));
   }
 
-  void start() override { send(start_atom::value, op_binding{&op_}); }
-  void chunk(transport::received_frame& f) override { send(chunk_atom::value, std::move(f)); }
-  void sent(int peer, uint32_t step, uint32_t chunk) override { send(sent_atom::value, peer, step, chunk); }
-  void fail(errc code, const std::string& why) override { send(fail_atom::value, code, why); }
+  void start(std::vector<transport::received_frame> early) override {
+    send(start_atom::value, op_binding{&op_, std::move(early)});
+  }
+  // An event the op's own handler raises for the op (a frame it sends is
+  // written at once and reported sent; a send to a closed link fails it)
+  // is an outcome of what that handler is doing: the handler, already
+  // running on the op's actor, takes it in place, as a call's return
+  // value, not as a message to itself. Only events from elsewhere (the
+  // engine's reads and writes for the op, another op's handler, an abort)
+  // are messages.
+  void chunk(transport::received_frame& f) override {
+    if (slot_->running)
+      return op_.deliver(f);
+    send(chunk_atom::value, std::move(f));
+  }
+  void sent(int peer, uint32_t step, uint32_t chunk) override {
+    if (slot_->running)
+      return op_.frame_sent(peer, step, chunk);
+    send(sent_atom::value, peer, step, chunk);
+  }
+  void fail(errc code, const std::string& why) override {
+    if (slot_->running)
+      return op_.fail(code, why);
+    send(fail_atom::value, code, why);
+  }
 
 private:
   template <class... Ts>
@@ -108,7 +146,7 @@ std::unique_ptr<op_runner> op_actors::runner_for(op_session& op) {
   if (idle_.empty()) {
     s = std::make_unique<slot>();
     driving_unit::driver_scope driving{unit_};
-    s->actor = unit_.spawn(op_behavior, &s->failed);
+    s->actor = unit_.spawn(op_behavior, static_cast<op_slot*>(s.get()));
     if (supervise_)
       supervise_(s->actor);
   } else {

@@ -47,9 +47,11 @@ using chunk_atom = caf::atom_constant<caf::atom("chunk")>; // engine -> op: a fr
 using sent_atom = caf::atom_constant<caf::atom("sent")>;   // engine -> op: a frame left
 using fail_atom = caf::atom_constant<caf::atom("fail")>;   // engine -> op: end with an error
 
-/// The op an actor hosts from a start message on.
+/// The op an actor hosts from a start message on, and the chunks that
+/// came for it before it started.
 struct op_binding {
   op_session* op = nullptr;
+  std::vector<transport::received_frame> early;
 };
 
 using op_handle = caf::typed_actor<
@@ -60,6 +62,12 @@ using op_handle = caf::typed_actor<
   /// The frame (peer, step, chunk) has fully left the op's memory.
   caf::reacts_to<sent_atom, int, uint32_t, uint32_t>,
   caf::reacts_to<fail_atom, errc, std::string>>;
+
+/// What an op actor's handlers tell its pool of it (driving thread only).
+struct op_slot {
+  bool running = false; ///< one of its handlers runs now
+  bool failed = false;  ///< its exception handler ran: the actor died
+};
 
 /// A communicator's op actors: spawns them on its driving unit, pools the
 /// idle ones, and makes each op's runner (the engine's side of its actor).

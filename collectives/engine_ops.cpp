@@ -144,13 +144,11 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
   if (!p2p)
     routes_[op->seq] = &eo;
   eo.runner = runners_->runner_for(eo);
-  eo.runner->start();
+  eo.runner->start(take_early(eo));
   if (eo.reported())
     return;
   if (op->kind == op_kind::recv) {
     auto peer = op->root;
-    auto matches = matchers_[peer].post(op->tag, op->id);
-    deliver_matches(matches);
     auto waiting = matchers_[peer].waiting_receivers();
     bool unmatched = std::find(waiting.begin(), waiting.end(), op->id) != waiting.end();
     const auto& ch = channels_[peer];
@@ -159,21 +157,36 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
                                  + std::to_string(op->tag) + " before its link closed");
     return;
   }
-  if (p2p)
-    return;
-  // Chunks that came before the op started, in the order they came.
-  auto i = early_.find(op->seq);
-  if (i != early_.end()) {
-    auto frames = std::move(i->second);
-    early_.erase(i);
-    for (auto& f : frames) {
-      early_bytes_ -= f.header.payload_len;
-      if (auto* spots = eo.spots())
-        spots->passed_on(f.peer, f.header);
-      if (!eo.reported())
-        deliver(eo, f);
+}
+
+std::vector<transport::received_frame> engine::take_early(engine_op& op) {
+  std::vector<transport::received_frame> frames;
+  const auto& request = *op.request;
+  if (request.kind == op_kind::recv) {
+    // A receive takes the message its peer's matcher kept for its tag, if any.
+    for (auto& m : matchers_[request.root].post(request.tag, request.id)) {
+      if (m.receiver != request.id) {
+        std::vector<p2p_matcher::match> others{std::move(m)};
+        deliver_matches(others);
+        continue;
+      }
+      for (auto& f : m.frames)
+        frames.push_back(std::move(f));
+    }
+  } else if (!is_p2p(request.kind)) {
+    auto i = early_.find(request.seq);
+    if (i != early_.end()) {
+      frames = std::move(i->second);
+      early_.erase(i);
+      for (const auto& f : frames)
+        early_bytes_ -= f.header.payload_len;
     }
   }
+  if (opts_.trace)
+    for (const auto& f : frames)
+      opts_.trace->chunk(false, f.peer, f.header.seq, f.header.step, f.header.chunk, f.header.payload_len,
+                         opts_.now());
+  return frames;
 }
 
 // ---- routing frames ----------------------------------------------------------------

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mccl {
 
@@ -30,8 +31,9 @@ namespace mccl {
 class op_runner {
 public:
   virtual ~op_runner() = default;
-  /// Starts the op (op_session::start_op).
-  virtual void start() = 0;
+  /// Starts the op and hands it the chunks that came for it before
+  /// (op_session::start_op): one event, however many came early.
+  virtual void start(std::vector<transport::received_frame> early) = 0;
   /// A data frame of this op from a peer (op_session::deliver).
   virtual void chunk(transport::received_frame& f) = 0;
   /// One of its frames has fully left (op_session::frame_sent).

@@ -36,6 +36,17 @@ void op_session::start_op() {
     landing_->close_additions();
 }
 
+void op_session::start_op(std::vector<transport::received_frame>& early) {
+  start_op();
+  for (auto& f : early) {
+    if (reported_)
+      return;
+    if (landing_)
+      landing_->passed_on(f.peer, f.header);
+    deliver(f);
+  }
+}
+
 bool op_session::next_senders(std::vector<int>& peers) const {
   if (reported_)
     return true;

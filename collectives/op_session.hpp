@@ -28,6 +28,10 @@ public:
 
   /// Creates and starts the algorithm.
   void start_op();
+  /// Starts it, then hands it the chunks that came before it started (read
+  /// to pooled memory, in the order they came: their landing spots are
+  /// taken).
+  void start_op(std::vector<transport::received_frame>& early);
   /// A data frame of this op from a peer.
   void deliver(transport::received_frame& f);
   /// One of this op's frames has fully left (its memory may be reused).

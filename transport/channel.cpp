@@ -62,10 +62,21 @@ bool channel::send(const wire::frame_header& h, const uint8_t* data, std::size_t
   }
   tx_item item;
   wire::encode_header(hdr, item.header);
-  item.data = data;
   item.len = len;
-  item.data_frame = true;
   item.ref = ref;
+  if (len <= copied_payload_bytes) {
+    // Copied into the queue: the sender's memory is free now, and it hears
+    // so before send() returns rather than when a later write completes.
+    // For an op actor that is one message less per small frame (its own
+    // handler takes the news in place), which costs more than the copy.
+    item.owned.assign(data, data + len);
+    item.data = item.owned.data();
+    txq_.push_back(std::move(item));
+    listener_.on_sent(opts_.peer, ref);
+    return true;
+  }
+  item.data = data;
+  item.data_frame = true;
   txq_.push_back(std::move(item));
   return true;
 }

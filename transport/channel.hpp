@@ -117,9 +117,15 @@ public:
 
   // ---- sending: queued here, written by progress()
 
+  /// Payloads up to this size are copied on send() (a page: the copy costs
+  /// less than telling the sender later that its memory is free).
+  static constexpr std::size_t copied_payload_bytes = 4096;
+
   /// Queues data frame `h` (kind data; payload_len and comm_id are filled
-  /// in). Without CRC `data` must stay untouched until on_sent(ref); with
-  /// CRC the channel copies it. False when the channel is closed (nothing
+  /// in). Without CRC `data` must stay untouched until on_sent(ref), which
+  /// comes from inside this call for a payload of up to
+  /// copied_payload_bytes (the channel copies it); with CRC the channel
+  /// copies every payload. False when the channel is closed (nothing
   /// queued, on_sent never comes).
   bool send(const wire::frame_header& h, const uint8_t* data, std::size_t len, frame_ref ref);
   /// Drops every queued data frame not yet begun and finishes the one on

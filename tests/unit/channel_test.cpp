@@ -272,20 +272,22 @@ TEST_F(ChannelSim, LargePayloadsSkipTheStageAcrossSmallFramesAndRemainders) {
 // A small capacity forces partial writes: "sent" comes exactly when the
 // network has accepted all of a frame, never earlier.
 TEST_F(ChannelSim, PartialWritesReportSentOnlyOnceTheWholeFrameLeft) {
-  net.set_capacity(0, 1, 10);
-  auto fa = send_from_a(0, 0, 0, 100);
-  auto fb = send_from_a(0, 0, 1, 7);
-  EXPECT_EQ(net.in_flight(0, 1), 10u);
+  // Payloads above copied_payload_bytes: sent from the sender's memory.
+  constexpr std::size_t big = channel::copied_payload_bytes;
+  net.set_capacity(0, 1, 100);
+  auto fa = send_from_a(0, 0, 0, big + 100);
+  auto fb = send_from_a(0, 0, 1, big + 7);
+  EXPECT_EQ(net.in_flight(0, 1), 100u);
   EXPECT_TRUE(rec_a.sent.empty());
   EXPECT_TRUE(a->wants_write());
 
-  const std::size_t frame_a = wire::header_size + 100;
-  const std::size_t frame_b = frame_a + wire::header_size + 7;
+  const std::size_t frame_a = wire::header_size + big + 100;
+  const std::size_t frame_b = frame_a + wire::header_size + big + 7;
   std::size_t delivered = 0, rounds = 0;
   bool writable = false;
   while (rec_b.frames.size() < 2 && rounds++ < 1000) {
     a->conn()->notify_when_ready(true, [&] { writable = true; });
-    delivered += net.deliver(0, 1, 7);
+    delivered += net.deliver(0, 1, 97);
     b->progress(now);
     EXPECT_TRUE(writable) << "reading freed space, but the writer was not woken";
     writable = false;
@@ -299,6 +301,39 @@ TEST_F(ChannelSim, PartialWritesReportSentOnlyOnceTheWholeFrameLeft) {
   expect_frame(rec_b.frames[1], fb);
   EXPECT_FALSE(a->wants_write());
   EXPECT_TRUE(net.pending().empty());
+}
+
+// A payload of up to copied_payload_bytes is copied when queued: the
+// sender hears it was sent inside send(), before any byte left, and what
+// it writes to its memory afterwards does not reach the peer.
+TEST_F(ChannelSim, SmallPayloadsAreCopiedAndReportedSentAtOnce) {
+  std::vector<uint8_t> mine(channel::copied_payload_bytes, 0x5a);
+  wire::frame_header h;
+  h.kind = wire::frame_kind::data;
+  h.seq = 3;
+  ASSERT_TRUE(a->send(h, mine.data(), mine.size(), frame_ref{1, 0, 0}));
+  EXPECT_EQ(rec_a.sent, (std::vector<std::tuple<int, uint32_t, uint32_t>>{{1, 0, 0}}));
+  EXPECT_EQ(net.in_flight(0, 1), 0u); // written by progress(), not yet
+  std::fill(mine.begin(), mine.end(), uint8_t{0}); // the op reuses its memory
+  for (int i = 0; i < 100 && rec_b.frames.empty(); ++i) {
+    a->progress(now);
+    net.deliver(0, 1, 1 << 20);
+    b->progress(now);
+  }
+  ASSERT_EQ(rec_b.frames.size(), 1u);
+  const auto& got = rec_b.frames[0];
+  ASSERT_EQ(got.header.payload_len, channel::copied_payload_bytes);
+  for (std::size_t i = 0; i < channel::copied_payload_bytes; ++i)
+    ASSERT_EQ(got.payload()[i], 0x5a) << "byte " << i;
+  EXPECT_EQ(rec_a.sent.size(), 1u); // once, not again when written
+
+  // One byte more: sent from the sender's memory, reported once written.
+  std::vector<uint8_t> larger(channel::copied_payload_bytes + 1, 0x11);
+  ASSERT_TRUE(a->send(h, larger.data(), larger.size(), frame_ref{1, 0, 1}));
+  EXPECT_EQ(rec_a.sent.size(), 1u);
+  for (int i = 0; i < 100 && rec_a.sent.size() < 2; ++i)
+    a->progress(now);
+  EXPECT_EQ(rec_a.sent.size(), 2u);
 }
 
 // BYE carries how many collectives rank 0 issued; rank 1 gets the data
