@@ -2,12 +2,15 @@
 /// Op actors: every op in flight (collective or point-to-point, built-in or
 /// custom) is hosted by one. Its behaviour is the op's state machine
 /// (collectives/op_session.hpp): a start message binds it to the op and
-/// starts the algorithm, chunk messages bring the op's frames (a
-/// descriptor: communicator, sequence, step, chunk, peer, and a view of the
-/// bytes where they landed, never a copy), sent messages say one of its
-/// frames has left, a fail message ends it with a reason. The frames it
-/// sends go out through the engine's channels; its outcome goes back to the
-/// engine, which completes the caller's Work.
+/// starts the algorithm (with the chunks that came before it), chunk
+/// messages bring the op's frames (a descriptor: communicator, sequence,
+/// step, chunk, peer, and a view of the bytes where they landed, never a
+/// copy), sent messages say one of its frames has left, a fail message ends
+/// it with a reason. What the op's own handler causes for its own op (a
+/// small frame copied and so sent at once, a send to a closed link) the
+/// handler takes in place: only events from elsewhere are messages. The
+/// frames it sends go out through the engine's channels; its outcome goes
+/// back to the engine, which completes the caller's Work.
 ///
 /// Where they run: on the communicator's driving unit
 /// (driving_unit.hpp), drained by the thread that leads the engine, so a
