@@ -17,6 +17,7 @@ ctest reports as skipped.
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -40,6 +41,7 @@ class ThreeHostsTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.hosts.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def mcclrun(self, *args, check_ok=True):
         done = self.hosts.run(0, [PYTHON, MCCLRUN, "--ssh", self.hosts.ssh_command,
@@ -144,6 +146,7 @@ class TwoNetworksTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.hosts.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def topo(self, *args):
         done = self.hosts.run(0, [PYTHON, TOPO, "--ssh", self.hosts.ssh_command,

@@ -83,6 +83,10 @@ def set_environment(args):
     os.environ["BACKEND"] = args.backend
     os.environ["WORLD_SIZE"] = str(args.world_size)
     os.environ["TEMP_DIR"] = temp
+    # Files the suite's tests make with tempfile (FileStores among them,
+    # not all removed) go in this folder too, removed with it at the end.
+    os.environ["TMPDIR"] = temp
+    tempfile.tempdir = temp
     # run_test.py's "with init file" round (TestDistBackend rendezvouses
     # through a file of its own either way; the suite only asks whether
     # INIT_METHOD is file:// before re-initializing in a test).
