@@ -22,14 +22,25 @@ flight_recorder::op_info recorded_op(const op_request& op, int world, const std:
   info.bytes = op.selection_bytes(world);
   info.algorithm = algorithm;
   info.driver = driver;
-  if (op.kind == op_kind::send)
-    info.op = "send to rank " + std::to_string(op.root) + " message " + std::to_string(op.seq)
-              + " tag " + std::to_string(op.tag);
-  else if (op.kind == op_kind::recv)
-    info.op = "recv from rank " + std::to_string(op.root) + " tag " + std::to_string(op.tag);
-  else
-    info.op = op.kind == op_kind::custom ? op.name : to_string(op.kind);
+  info.kind = op.kind;
+  if (op.kind == op_kind::custom)
+    info.custom_name = op.name;
+  if (!info.collective) {
+    info.peer = op.root;
+    info.tag = op.tag;
+  }
   return info;
+}
+
+std::string what(const flight_recorder::op_info& info) {
+  switch (info.kind) {
+    case op_kind::send:
+      return "send to rank " + std::to_string(info.peer) + " message " + std::to_string(info.seq) + " tag "
+             + std::to_string(info.tag);
+    case op_kind::recv: return "recv from rank " + std::to_string(info.peer) + " tag " + std::to_string(info.tag);
+    case op_kind::custom: return info.custom_name;
+    default: return to_string(info.kind);
+  }
 }
 
 uint64_t flight_recorder::started(op_info info) {
@@ -110,7 +121,7 @@ std::string flight_recorder::dump(int rank, uint32_t comm_id, const std::string&
       std::snprintf(line, sizeof line, "%s after %.1f ms, started %.1f ms before this dump",
                     to_string(e.how), ms(e.took), ms(now - e.start));
     }
-    out += "\n  " + e.info.op + number + ", " + std::to_string(e.info.bytes) + " B, "
+    out += "\n  " + what(e.info) + number + ", " + std::to_string(e.info.bytes) + " B, "
            + (e.info.algorithm.empty() ? std::string("-") : e.info.algorithm)
            + " (driven by the " + to_string(e.info.driver) + "): " + line;
   }

@@ -24,10 +24,15 @@ public:
   enum class state : uint8_t { running, done, failed, aborted };
 
   /// What is known of an op when it starts.
+  /// Kept as fields, put into words only by dump(): an op's start costs
+  /// no formatting.
   struct op_info {
-    std::string op;         ///< "allreduce", "send to rank 2 message 3", a custom name
-    bool collective = true; ///< numbered by the communicator's sequence
-    uint64_t seq = 0;       ///< that sequence number (collectives only)
+    op_kind kind = op_kind::allreduce;
+    std::string custom_name; ///< custom ops: the registered name
+    int peer = -1;           ///< send and recv: the other rank
+    uint32_t tag = 0;        ///< send and recv
+    bool collective = true;  ///< numbered by the communicator's sequence
+    uint64_t seq = 0;        ///< that sequence number (send: its message number)
     std::size_t bytes = 0;
     std::string algorithm;
     driver_kind driver = driver_kind::op_thread; ///< who drove the engine when it started
@@ -79,6 +84,10 @@ private:
 /// What the recorder keeps of `op` (numbered already) on a world of `world`.
 flight_recorder::op_info recorded_op(const op_request& op, int world, const std::string& algorithm,
                                      driver_kind driver);
+
+/// "allreduce", "send to rank 2 message 3 tag 7", "recv from rank 1 tag 7",
+/// a custom op's name.
+std::string what(const flight_recorder::op_info& info);
 
 /// "running", "done", "failed", "aborted".
 const char* to_string(flight_recorder::state s) noexcept;

@@ -14,7 +14,7 @@ namespace {
 
 flight_recorder::op_info collective(uint64_t seq, std::size_t bytes = 1024) {
   flight_recorder::op_info info;
-  info.op = "allreduce";
+  info.kind = mccl::op_kind::allreduce;
   info.seq = seq;
   info.bytes = bytes;
   info.algorithm = "ring";
@@ -60,8 +60,10 @@ TEST(FlightRecorder, PointToPointDoesNotMoveTheCollectiveSeq) {
   flight_recorder rec(4);
   rec.ended(rec.started(collective(5)), flight_recorder::state::done);
   flight_recorder::op_info send;
-  send.op = "send to rank 2 message 40 tag 7";
+  send.kind = mccl::op_kind::send;
   send.collective = false;
+  send.peer = 2;
+  send.tag = 7;
   send.seq = 40;
   rec.ended(rec.started(send), flight_recorder::state::done);
   EXPECT_EQ(rec.last_enqueued_seq(), 5u);
