@@ -7,6 +7,7 @@
 #include "collectives/registry.hpp"
 #include <mccl/program.hpp>
 #include "config/log.hpp"
+#include "transport/open_files.hpp"
 #include "transport/fault/fault_connection.hpp"
 #include "transport/rdma/rdma_probe.hpp"
 #include "transport/shm/shm_setup.hpp"
@@ -221,6 +222,15 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
                     + ", which is MASTER_PORT (the rendezvous store's port); choose "
                       "MCCL_PORT_BASE so that MCCL_PORT_BASE..MCCL_PORT_BASE+WORLD_SIZE-1 "
                       "excludes MASTER_PORT, or MCCL_PORT_BASE=0 for any free port");
+    auto listen = choose_listen_addresses(cfg, o.master_addr, o.rank);
+    transport::open_files_need links;
+    links.world = o.world_size;
+    links.rank = o.rank;
+    links.sockets_per_peer = cfg.sockets_per_peer > 0 ? cfg.sockets_per_peer
+                                                      : static_cast<int>(listen.advertised.size());
+    links.shared_memory = cfg.transport == transport_kind::auto_select || cfg.transport == transport_kind::shm;
+    links.serves_store = !o.store && o.rank == 0;
+    transport::ensure_open_files(transport::files_needed(links), links);
     store_ptr rendezvous = o.store;
     if (!rendezvous) {
       if (o.master_port <= 0 || o.master_port > 65535)
@@ -241,7 +251,6 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
                                           + " is beyond port 65535");
     std::string prefix = "mccl/" + std::to_string(o.comm_id) + "/";
     auto setup_deadline = std::chrono::steady_clock::now() + cfg.connect_timeout;
-    auto listen = choose_listen_addresses(cfg, o.master_addr, o.rank);
     std::string addresses;
     for (const auto& a : listen.advertised)
       addresses += (addresses.empty() ? "" : ", ") + a.to_string();

@@ -13,6 +13,10 @@ processes (mccl_check over loopback TCP).
 * A second process with the same RANK, or a rank of another job
   (MCCL_JOB_ID) on the same MASTER_PORT: refused, naming both processes;
   the job itself runs to the end with every result checked.
+* An open-file limit (RLIMIT_NOFILE) below what the links need: every rank
+  refuses at once naming the limit, the need and `ulimit -n`; a soft limit
+  below it with room under the hard one is raised and the job runs (an
+  alltoall among its ops connects every pair).
 
 Set MCCL_CHECK to the mccl_check binary (the ctest entry does).
 """
@@ -179,6 +183,34 @@ class SetupErrorsTest(unittest.TestCase):
                             + str(job[0].proc.pid))
         job.append(self.start(2, 3, port, {"MCCL_JOB_ID": "job-a"}, mode))
         self.expect_job_ok(job)
+
+    # open files -------------------------------------------------------
+
+    def start_limited(self, rank, world, port, nofile, mode):
+        r = Rank(rank, world, port, [f"--nofile={nofile}", MCCL_CHECK, *mode],
+                 {"MCCL_TRANSPORT": "tcp", "MCCL_CONNECT_TIMEOUT_MS": str(LONG_TIMEOUT_MS)},
+                 program="prlimit")
+        self.ranks.append(r)
+        return r
+
+    def test_open_file_limit_below_the_need_is_refused_by_every_rank(self):
+        port = free_port()
+        since = time.monotonic()
+        ranks = [self.start_limited(r, 12, port, "40:40", ("barrier",)) for r in range(12)]
+        self.expect_failure(ranks, since, FAST_BOUND,
+                            r"cannot open the files its links need: up to \d+ .* but the open-file "
+                            r"limit \(RLIMIT_NOFILE\) is 40 with a hard limit of 40; raise it "
+                            r"\(ulimit -n \d+")
+        self.assertRegex(ranks[0].output("stderr"), r"rank 0 of 12 .*one store connection per other rank")
+
+    def test_a_short_soft_open_file_limit_is_raised(self):
+        port = free_port()
+        job = [self.start_limited(r, 12, port, "40:4096", ("ops", "1", "1000")) for r in range(12)]
+        for r in job:
+            self.assertTrue(r.wait_exit(JOB_TIMEOUT), self.everything())
+        for r in job:
+            self.assertEqual(r.returncode, 0, self.everything())
+            self.assertIsNotNone(r.find_line(r"ops: 0 failure\(s\)"), r.describe())
 
     def expect_job_ok(self, job):
         for r in job:
