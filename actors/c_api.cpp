@@ -96,7 +96,7 @@ const char* mccl_last_error(void) {
 }
 
 const char* mccl_status_name(mccl_status_t status) {
-  if (status < MCCL_OK || status > MCCL_ERR_DESYNC)
+  if (status < MCCL_OK || status > MCCL_ERR_REVOKED)
     return "unknown";
   return status == MCCL_OK ? "ok" : to_string(static_cast<errc>(status));
 }
@@ -245,6 +245,14 @@ mccl_status_t mccl_comm_abort(mccl_comm_t comm, const char* reason) {
   if (comm == nullptr) return null_argument("mccl_comm_abort", "comm");
   return guarded([&] {
     comm->comm.abort(reason != nullptr ? reason : "aborted through the C API");
+    return MCCL_OK;
+  });
+}
+
+mccl_status_t mccl_comm_revoke(mccl_comm_t comm, const char* reason) {
+  if (comm == nullptr) return null_argument("mccl_comm_revoke", "comm");
+  return guarded([&] {
+    comm->comm.revoke(reason != nullptr ? reason : "revoked through the C API");
     return MCCL_OK;
   });
 }

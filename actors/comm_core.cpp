@@ -286,6 +286,13 @@ void comm_core::abort(const std::string& reason) {
   kick();
 }
 
+void comm_core::revoke(const std::string& reason) {
+  if (finalized_.load())
+    return;
+  engine_->post_revoke(init_.rank, reason);
+  kick(); // begins here unless a thread leads (which begins it within its pass)
+}
+
 std::vector<int> comm_core::probe(uint32_t tag) {
   auto answer = std::make_shared<std::promise<std::vector<int>>>();
   auto result = answer->get_future();

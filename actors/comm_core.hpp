@@ -39,6 +39,10 @@
 #include <string>
 #include <vector>
 
+namespace mccl {
+struct board_outcome;
+}
+
 namespace mccl::actors {
 
 struct comm_core_init {
@@ -85,6 +89,14 @@ public:
   void submit(op_ptr op, const std::shared_ptr<work_state>& work);
   /// Aborts the communicator on every rank (communicator::abort).
   void abort(const std::string& reason);
+  /// Revokes the communicator on every rank (communicator::revoke): ops
+  /// are refused from now on; the engine agrees on the revoke point with
+  /// the peers and ends what is in flight (collectives/engine_revoke.cpp).
+  void revoke(const std::string& reason);
+  /// This rank knows the communicator is revoked.
+  bool revoked() const { return engine_->revoked(); }
+  /// "revoked by rank R: reason", once revoked().
+  std::string why_revoked() const { return engine_->why_revoked(); }
   /// Fails what is in flight, says BYE (writing what is queued for up to
   /// `flush`), closes the connections, stops the actors (waiting for them
   /// when `await_actors`; a deterministic test runs its scheduler itself).
@@ -140,6 +152,10 @@ private:
   bool takes_board(const op_request& op) const;
   /// Runs a board op on this thread to its end (comm_core_board.cpp).
   void run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work);
+  /// A board op completed here: while the communicator is being revoked,
+  /// whether it stands (nothing) or fails (errc::revoked), once the ranks
+  /// agreed on the revoke point.
+  board_outcome revoke_verdict_on_board(const op_request& op, uint64_t seq);
   /// drive() without announcing a caller: leads while it can.
   bool lead_until(driver_kind who, const std::function<bool()>& done, clock::time_point deadline);
   void start_actors();

@@ -8,6 +8,8 @@
 #include "collectives/op.hpp"
 #include "config/log.hpp"
 
+#include <thread>
+
 namespace mccl::actors {
 
 // Every rank decides alike: the op and the settings only, never local
@@ -42,10 +44,14 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
   call.timeout = init_.cfg.timeout;
   call.deadline = clock::now() + init_.cfg.timeout;
   call.asleep = [this] { kick(); }; // nobody else may be reading the links now
-  call.closed = [this]() -> board_outcome {
-    if (!engine_->closed())
-      return {};
-    return {engine_->closed_code(), engine_->why_closed(), "board exchange"};
+  call.closed = [this, seq = call.seq]() -> board_outcome {
+    if (engine_->closed())
+      return {engine_->closed_code(), engine_->why_closed(), "board exchange"};
+    // Revoking: a board op at or past the agreed revoke point waits in vain
+    // (some rank never posts it). Below it, every rank posted it: wait on.
+    if (engine_->verdict_for(seq) == engine::revoke_verdict::fails)
+      return {errc::revoked, "the communicator was " + engine_->why_revoked(), "board exchange"};
+    return {};
   };
   auto started = clock::now();
   auto ticket = flight_->started(recorded_op(*op, init_.world, "board", driver_kind::caller));
@@ -55,6 +61,8 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
     board_op_started_ = started;
   }
   auto outcome = mccl::run_on_board(*op, call);
+  if (outcome.code == errc::none)
+    outcome = revoke_verdict_on_board(*op, call.seq);
   {
     std::lock_guard<std::mutex> guard{board_status_mutex_};
     board_op_ = nullptr;
@@ -82,6 +90,12 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
                  + " (board, " + what.substr(paren + 1) + " failed at " + outcome.where + ": " + outcome.message;
   if (outcome.code == errc::timeout)
     message += " (" + flight_->progress_note() + ")";
+  if (outcome.code == errc::revoked) { // every rank fails it alike: nothing to abort
+    report.code = outcome.code;
+    report.message = message;
+    work->complete(std::move(report));
+    return;
+  }
   MCCL_LOG(error, message);
   if (!finalized_.load()) { // every rank fails, as when an op over links fails
     engine_->post_abort(outcome.code, message, init_.rank);
@@ -90,6 +104,32 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
   report.code = outcome.code;
   report.message = message;
   work->complete(std::move(report));
+}
+
+board_outcome comm_core::revoke_verdict_on_board(const op_request& op, uint64_t seq) {
+  // Counted before revoked() is read: either the engine's revoke began
+  // after this and counts the op in this rank's revoke point, or this sees
+  // the revoke and holds the completion until the point is agreed
+  // (collectives/engine_revoke.cpp has the rule).
+  if (every_rank_contributes(op.kind))
+    engine_->note_completed(seq);
+  if (!engine_->revoked())
+    return {};
+  // The engine agrees within the liveness window; a second more covers the
+  // watchdog's tick that ends it.
+  auto misses = init_.cfg.heartbeat_misses;
+  auto window = misses > 0 ? init_.cfg.heartbeat * misses : init_.cfg.timeout;
+  auto give_up = clock::now() + window + std::chrono::seconds(1);
+  for (;;) {
+    auto verdict = engine_->verdict_for(seq);
+    if (verdict == engine::revoke_verdict::completes)
+      return {};
+    if (verdict == engine::revoke_verdict::fails || engine_->closed() || clock::now() >= give_up)
+      return {errc::revoked, "the communicator was " + engine_->why_revoked()
+                               + " before every rank completed this op", "board exchange"};
+    kick();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 } // namespace mccl::actors

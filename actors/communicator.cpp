@@ -10,6 +10,10 @@ work communicator::impl::submit(std::shared_ptr<op_request> req, const op_option
   if (finalized.load())
     throw error(errc::finalized,
                 describe(op) + " on rank " + std::to_string(rank) + ": the communicator was finalized");
+  if (core->revoked())
+    throw error(errc::revoked, describe(op) + " on rank " + std::to_string(rank) + ": the communicator is "
+                                 + core->why_revoked() + "; only shrink, split and finalize are accepted on a "
+                                   "revoked communicator");
   actors::check_op(op, rank, world);
   actors::resolve_compression(op, opts, cfg, rank, world);
   if (op.compression == compression_kind::topk && opts.error_feedback)
@@ -172,6 +176,10 @@ std::vector<int> communicator::probe(uint32_t tag) {
   if (p.finalized.load())
     throw error(errc::finalized, "probe on rank " + std::to_string(p.rank)
                                    + ": the communicator was finalized");
+  if (p.core->revoked())
+    throw error(errc::revoked, "probe on rank " + std::to_string(p.rank) + ": the communicator is "
+                                 + p.core->why_revoked() + "; only shrink, split and finalize are accepted "
+                                   "on a revoked communicator");
   return p.core->probe(tag);
 }
 
@@ -179,6 +187,17 @@ void communicator::abort(const std::string& reason) {
   auto& p = checked();
   if (!p.finalized.load())
     p.core->abort(reason);
+}
+
+void communicator::revoke(const std::string& reason) {
+  auto& p = checked();
+  if (!p.finalized.load())
+    p.core->revoke(reason);
+}
+
+bool communicator::revoked() const {
+  auto& p = checked();
+  return p.core && p.core->revoked();
 }
 
 void communicator::on_abort(std::function<void(const error&)> cb) {

@@ -1,32 +1,105 @@
 // Groups made from a communicator: split (by color and key) and shrink
-// (without failed ranks). Both meet in the parent's rendezvous store.
+// (without failed ranks). Both meet in the parent's rendezvous store. Both
+// work on a revoked communicator: shrink needs nothing from it, and split
+// then exchanges colors and keys through the store instead of over it.
 
 #include "actors/communicator_impl.hpp"
 
 #include "config/log.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 
 namespace mccl {
 
+namespace {
+
+bool is_revoked(const error& e) { return e.code() == errc::revoked; }
+
+/// The store keys of split `index` of communicator `comm_id`.
+std::string split_key(uint32_t comm_id, uint64_t index, const char* what, int rank) {
+  return "mccl/" + std::to_string(comm_id) + "/split/" + std::to_string(index) + "/" + what + "/"
+         + std::to_string(rank);
+}
+
+/// Split on a revoked communicator: every rank's (color, key) through the
+/// rendezvous store, each wait bounded by MCCL_CONNECT_TIMEOUT_MS.
+std::vector<int64_t> exchange_in_store(store& s, uint32_t comm_id, uint64_t index, int rank, int world,
+                                       int64_t color, int64_t key, std::chrono::milliseconds timeout) {
+  s.set(split_key(comm_id, index, "in", rank), std::to_string(color) + " " + std::to_string(key));
+  std::vector<int64_t> all(2 * static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    auto text = s.get(split_key(comm_id, index, "in", r), timeout);
+    if (std::sscanf(text.c_str(), "%ld %ld", &all[2 * r], &all[2 * r + 1]) != 2)
+      throw error(errc::rendezvous_failed, "split on rank " + std::to_string(rank) + ": rank " + std::to_string(r)
+                                             + " published " + quoted(text) + ", not a color and a key");
+  }
+  return all;
+}
+
+/// The end of a split on a revoked communicator: every rank waits until
+/// every rank has its group (the store lives in rank 0's process).
+void barrier_in_store(store& s, uint32_t comm_id, uint64_t index, int rank, int world,
+                      std::chrono::milliseconds timeout) {
+  s.set(split_key(comm_id, index, "done", rank), "1");
+  for (int r = 0; r < world; ++r)
+    s.get(split_key(comm_id, index, "done", r), timeout);
+}
+
+} // namespace
+
 communicator communicator::split(int color, int key) {
   auto& p = checked();
+  // Taken first, so every rank numbers this split alike whichever way it
+  // exchanges colors and keys.
+  auto index = p.splits.fetch_add(1);
+  auto timeout = p.cfg.connect_timeout;
+  auto rendezvous = [&]() -> store& {
+    if (!p.rendezvous)
+      throw error(errc::internal, "split on rank " + std::to_string(p.rank)
+                                    + ": this communicator has no rendezvous store");
+    return *p.rendezvous;
+  };
   // The groups meet in the rendezvous store served by rank 0 of this
   // communicator: no rank leaves split (and perhaps finalizes this
   // communicator, taking the store down) before every group has connected.
-  // A rank whose group failed still joins the barrier, then throws.
-  auto finish_split = [this](communicator sub, std::exception_ptr failed) {
-    barrier().wait();
+  // A rank whose group failed still joins the barrier, then throws. On a
+  // revoked communicator (also one revoked while this split ran: its ops
+  // then fail on every rank alike) the barrier is the store's.
+  bool over_store = p.core->revoked();
+  auto finish_split = [&](communicator sub, std::exception_ptr failed) {
+    if (!over_store) {
+      try {
+        barrier().wait();
+      } catch (const error& e) {
+        if (!is_revoked(e))
+          throw;
+        over_store = true;
+      }
+    }
+    if (over_store && p.world > 1)
+      barrier_in_store(rendezvous(), p.comm_id, index, p.rank, p.world, timeout);
     if (failed)
       std::rethrow_exception(failed);
     return sub;
   };
-  // Everyone learns everyone's (color, key) through this communicator.
+  // Everyone learns everyone's (color, key) through this communicator, or
+  // through the store once it is revoked.
   std::vector<int64_t> mine{color, key};
   std::vector<int64_t> all(2 * static_cast<std::size_t>(p.world));
-  allgather(mine.data(), all.data(), 2, dtype::int64).wait();
-  auto index = p.splits.fetch_add(1);
+  if (!over_store) {
+    try {
+      allgather(mine.data(), all.data(), 2, dtype::int64).wait();
+    } catch (const error& e) {
+      if (!is_revoked(e))
+        throw;
+      over_store = true;
+    }
+  }
+  if (over_store)
+    all = p.world > 1 ? exchange_in_store(rendezvous(), p.comm_id, index, p.rank, p.world, color, key, timeout)
+                      : mine;
   if (color < 0)
     return finish_split(communicator{}, nullptr);
   std::vector<std::pair<int64_t, int>> members; // (key, rank)

@@ -17,11 +17,11 @@ namespace mccl {
 
 /// Work posted by any thread for the leader.
 struct engine::command {
-  enum class kind : uint8_t { start, abort, resume, task } what = kind::start;
+  enum class kind : uint8_t { start, abort, revoke, resume, task } what = kind::start;
   op_ptr op;
   errc code = errc::none;
   std::string text;
-  int peer = -1; ///< resume: the peer; abort: the origin
+  int peer = -1; ///< resume: the peer; abort, revoke: the origin
   transport::connection_ptr conn;
   std::function<void()> task;
 };
@@ -116,6 +116,24 @@ void engine::post_abort(errc code, std::string why, int origin) {
   c.what = command::kind::abort;
   c.code = code;
   c.text = std::move(why);
+  c.peer = origin;
+  push(std::move(c));
+}
+
+void engine::post_revoke(int origin, std::string reason) {
+  {
+    // Refused from now on, before the leader gets to it: an op this thread
+    // issues right after revoke() returns never starts.
+    std::lock_guard<std::mutex> guard{closed_mutex_};
+    if (!revoked_.load()) {
+      revoke_origin_ = origin;
+      revoke_reason_ = reason;
+      revoked_.store(true);
+    }
+  }
+  command c;
+  c.what = command::kind::revoke;
+  c.text = std::move(reason);
   c.peer = origin;
   push(std::move(c));
 }
@@ -405,6 +423,9 @@ void engine::drain_inbox() {
         break;
       case command::kind::abort:
         abort(c.code, c.text, c.peer);
+        break;
+      case command::kind::revoke:
+        begin_revoke(c.peer, c.text);
         break;
       case command::kind::resume: {
         auto& ch = channels_[static_cast<std::size_t>(c.peer)];

@@ -58,6 +58,12 @@ namespace mccl {
 
 class engine_op;
 
+/// True for the collectives whose result on any rank depends on every
+/// rank's part (allreduce, allgather, reduce_scatter, alltoall, barrier):
+/// completed on one rank means issued on all. What a revoke's agreement
+/// counts (engine_revoke.cpp).
+bool every_rank_contributes(op_kind k) noexcept;
+
 /// How long a connection lost without BYE or ABORT waits for an ABORT from
 /// another rank that explains it before the peer is blamed: a peer that
 /// aborted because a third rank died may exit (closing its connections)
@@ -118,6 +124,12 @@ public:
   void post(op_ptr op);
   /// Aborts the communicator at the next pass.
   void post_abort(errc code, std::string why, int origin);
+  /// Revokes the communicator (communicator::revoke; engine_revoke.cpp):
+  /// revoked() holds from now on, so this rank issues nothing more; at the
+  /// next pass the leader agrees on the revoke point with every peer and
+  /// ends what is in flight. `origin`: the rank that revoked; `reason`:
+  /// its words.
+  void post_revoke(int origin, std::string reason);
   /// The link actor's answer to link_lost(): the new connection, or null
   /// and why it could not be re-established.
   void post_resume(int peer, transport::connection_ptr conn, std::string why);
@@ -137,6 +149,18 @@ public:
   std::string why_closed() const;
   /// Why, as an error code: the aborting rank's, or errc::finalized.
   errc closed_code() const;
+  /// This rank knows the communicator is revoked (by itself or a peer):
+  /// new ops are refused. Thread-safe.
+  bool revoked() const noexcept { return revoked_.load(); }
+  /// "revoked by rank R: reason", once revoked().
+  std::string why_revoked() const;
+  /// A collective with sequence number `seq` completed on this rank outside
+  /// the engine (the host board): it counts toward this rank's revoke point.
+  void note_completed(uint64_t seq) noexcept;
+  /// For an op outside the engine (the host board) that is still running
+  /// or has just completed while the communicator is being revoked.
+  enum class revoke_verdict { undecided, completes, fails };
+  revoke_verdict verdict_for(uint64_t seq) const noexcept;
   /// The thread leading now is this one (a completion callback, say).
   bool led_by_this_thread() const noexcept;
 
@@ -240,6 +264,34 @@ private:
   void on_peer_bye(int peer, uint64_t issued) override;
   void on_down(int peer, transport::down_kind kind, errc code, const std::string& why) override;
   void on_fatal(int peer, errc code, const std::string& why) override;
+  void on_peer_revoke(int peer, int origin, uint64_t point, const std::string& reason) override;
+
+  // Revoking (engine_revoke.cpp), in the leader.
+  /// This rank stops accepting ops and tells every peer its revoke point.
+  void begin_revoke(int origin, const std::string& reason);
+  /// Agrees on the revoke point once every peer answered or the window
+  /// ended; releases or fails the completions held meanwhile.
+  void maybe_decide_revoke();
+  /// Once the collectives below the point ended here: closes the
+  /// communicator as revoked (abort with errc::revoked).
+  void maybe_finish_revoke();
+  /// settle(): a collective ended while revoking. True when its completion
+  /// is held until the revoke point is agreed; otherwise it may be turned
+  /// into the revoke's failure.
+  bool hold_for_revoke(const op_ptr& request, op_report& r);
+  /// While revoking: `peer` finished its part (ABORT or BYE). True when
+  /// that is all there is to do (the revoke ends what the peer leaves).
+  bool peer_done_revoking(int peer);
+  /// While revoking: `peer` finished its part earlier, so its link going
+  /// down is expected.
+  bool revoking_without(int peer) const;
+  /// An abort (other than the revoke's own) while completions are held:
+  /// they fail with it.
+  void drop_held_for_revoke(errc code, const std::string& why);
+  /// What an op ended by the revoke fails with.
+  std::string revoke_failure() const;
+  /// "allreduce seq 7 on rank 2: " + revoke_failure().
+  std::string revoked_op(const op_request& op) const;
 
   void push(command c);
   /// `peer`'s channel has frames to send: progress_peers() visits it.
@@ -356,6 +408,28 @@ private:
   std::size_t early_bytes_ = 0;
   std::vector<engine_op*> reported_;
   std::vector<std::pair<op_ptr, op_report>> completions_; ///< run once the lead is let go
+
+  // Revoking: what any thread reads (under closed_mutex_: the texts).
+  std::atomic<bool> revoked_{false};
+  std::atomic<bool> revoke_decided_{false};
+  std::atomic<uint64_t> revoke_point_{0};
+  /// 1 + the highest sequence number of a collective that needs every
+  /// rank's part (every_rank_contributes) and completed here, engine or board.
+  std::atomic<uint64_t> completed_point_{0};
+  int revoke_origin_ = -1;
+  std::string revoke_reason_;
+  /// The leader's revoke state.
+  struct revoke_state {
+    bool active = false;   ///< this rank froze and told its peers
+    bool finished = false; ///< closed as revoked
+    std::vector<char> answered; ///< by rank: its revoke point is in
+    /// By rank: the peer finished its part (its ABORT with errc::revoked,
+    /// or its BYE): every frame it owed the ops below the point is in, and
+    /// its link going down or its departure fails nothing by itself.
+    std::vector<char> peer_done;
+    clock::time_point deadline; ///< the answers' window ends
+    std::vector<std::pair<op_ptr, op_report>> held; ///< completions waiting for the point
+  } revoke_;
 
   // Failure state (the leader only).
   bool aborted_ = false;

@@ -110,6 +110,8 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
     return refuse(op, errc::finalized, "the communicator was finalized");
   if (aborted_)
     return refuse(op, abort_code_, abort_reason_);
+  if (revoke_.active) // issued before this rank learned of the revoke, started after: no rank completed it
+    return refuse(op, errc::revoked, revoke_failure());
   if (!p2p)
     next_start_seq_ = std::max(next_start_seq_, op->seq + 1);
   if (complete_locally(op))
@@ -278,7 +280,9 @@ void engine::send_frame(engine_op& op, int peer, const wire::frame_header& h, co
   // lost one is blamed once its grace period ends (or an ABORT explains it).
   // (We are inside one of the op's own handlers, which sent the frame: it
   // fails in place.)
-  if (departed_.count(peer))
+  // (Revoking: only an op past the revoke point can still send to a peer
+  // that finished; the revoke fails it.)
+  if (departed_.count(peer) && !revoke_.active)
     op.fail(errc::peer_lost, peer_name(peer) + " finalized before receiving this op's frames");
 }
 
@@ -333,12 +337,18 @@ void engine::settle() {
                       !op->is_p2p(), request->seq, r.algorithm, r.bytes, r.wire_bytes, op->started,
                       ended, r.code == errc::none);
     r.driver = leader_kind_;
-    completions_.emplace_back(request, std::move(r));
+    if (!hold_for_revoke(request, r)) // while revoking, held until the revoke point is agreed
+      completions_.emplace_back(request, std::move(r));
     ops_.erase(request->id);
   }
   reported_.clear();
   if (!held_.empty())
     admit_held();
+  if (revoke_decided_.load() && !revoke_.finished) {
+    maybe_finish_revoke(); // the last op below the revoke point may just have ended
+    if (!reported_.empty())
+      settle();
+  }
 }
 
 void engine::abort(errc code, const std::string& why, int origin, const std::string& wire_text) {
@@ -347,6 +357,7 @@ void engine::abort(errc code, const std::string& why, int origin, const std::str
   aborted_ = true;
   abort_code_ = code;
   abort_reason_ = why;
+  drop_held_for_revoke(code, why);
   {
     std::lock_guard<std::mutex> guard{closed_mutex_};
     if (!closed_.exchange(true)) {
@@ -374,7 +385,11 @@ void engine::abort(errc code, const std::string& why, int origin, const std::str
   listener_.aborted(code, why, origin);
 }
 
-void engine::on_peer_abort(int, int origin, errc code, const std::string& reason) {
+void engine::on_peer_abort(int peer, int origin, errc code, const std::string& reason) {
+  // The peer finished its part of the revoke: every frame it owed the ops
+  // below the revoke point came before this ABORT. Ours go on.
+  if (code == errc::revoked && peer_done_revoking(peer))
+    return;
   abort(code, "rank " + std::to_string(origin) + " aborted the communicator: " + reason, origin, reason);
 }
 
@@ -382,6 +397,10 @@ void engine::on_peer_bye(int peer, uint64_t issued) {
   // Every byte the peer sent came before its BYE: ops it issued have all
   // they will get from it. Ops it never issued cannot finish.
   departed_[peer] = issued;
+  // Revoking: the peer completed what it owed the ops below the revoke
+  // point before its BYE (it waited for them); the revoke ends the others.
+  if (peer_done_revoking(peer))
+    return;
   for (auto& [id, op] : ops_) {
     if (op->reported())
       continue;
@@ -409,6 +428,8 @@ void engine::on_down(int peer, transport::down_kind kind, errc code, const std::
     listener_.link_lost(peer, why);
     return;
   }
+  if (revoking_without(peer))
+    return; // it finished its part of the revoke and let go of its link
   auto text = "lost rank " + std::to_string(peer) + ": " + why;
   if (kind == transport::down_kind::error) {
     abort(code, text, opts_.rank);
@@ -431,6 +452,7 @@ void engine::on_fatal(int, errc code, const std::string& why) {
 // ---- deadlines and liveness -------------------------------------------------------
 
 void engine::check_health() {
+  maybe_decide_revoke(); // the answers' window may have ended
   for (auto& [id, op] : ops_)
     if (!op->reported() && now_ >= op->deadline)
       fail(*op, errc::timeout,

@@ -20,6 +20,7 @@ const char* to_string(errc code) noexcept {
     case errc::finalized: return "finalized";
     case errc::internal: return "internal";
     case errc::desync: return "desync";
+    case errc::revoked: return "revoked";
   }
   return "unknown";
 }
@@ -45,6 +46,9 @@ const char* describe(errc code) noexcept {
     case errc::finalized: return "the communicator or runtime was already shut down";
     case errc::internal: return "a bug in mccl: please report it";
     case errc::desync: return "ranks issued different ops at the same sequence number";
+    case errc::revoked:
+      return "the communicator was revoked, by this rank or another: only shrink, split and finalize "
+             "are accepted on it";
   }
   return "unknown";
 }

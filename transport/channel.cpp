@@ -159,6 +159,14 @@ void channel::send_bye(uint64_t issued) {
   said_bye_ = true;
 }
 
+void channel::send_revoke(int origin, uint64_t point, const std::string& reason) {
+  if (state_ != state::open || aborted_)
+    return;
+  record("revoke_sent", nullptr, "REVOKE (origin rank " + std::to_string(origin) + ", point "
+                                   + std::to_string(point) + "): " + reason);
+  queue_control(wire::frame_kind::revoke, static_cast<uint32_t>(origin), wire::encode_text(reason), point);
+}
+
 void channel::keep_alive(clock::time_point now) {
   // Half an interval: the peer never goes 1.5 intervals without hearing from us.
   if (state_ != state::open || aborted_ || !txq_.empty() || now - last_tx_ < opts_.heartbeat / 2)
@@ -381,6 +389,14 @@ void channel::frame_complete() {
       std::string why;
       auto text = wire::decode_text(buf.get(), h.payload_len, &why);
       peer_aborted(static_cast<int>(h.aux), h.step, text ? *text : "(unreadable reason: " + why + ")");
+      return;
+    }
+    case wire::frame_kind::revoke: {
+      std::string why;
+      auto text = wire::decode_text(buf.get(), h.payload_len, &why);
+      record("peer_revoke", nullptr, "rank " + std::to_string(h.aux) + " revoked the communicator");
+      listener_.on_peer_revoke(opts_.peer, static_cast<int>(h.aux), h.seq,
+                               text ? *text : "(unreadable reason: " + why + ")");
       return;
     }
     case wire::frame_kind::bye: {

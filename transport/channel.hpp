@@ -76,6 +76,11 @@ public:
   /// cannot go on (CRC recovery gave up): it must abort, and the ABORT can
   /// still reach this peer.
   virtual void on_fatal(int peer, errc code, const std::string& why) = 0;
+  /// The peer's REVOKE frame: rank `origin` revoked the communicator, and
+  /// the peer's revoke point is `point` (wire::frame_kind::revoke). Every
+  /// data frame the peer sent before it has been delivered. Ignored by
+  /// listeners that know nothing of revoking.
+  virtual void on_peer_revoke(int /*peer*/, int /*origin*/, uint64_t /*point*/, const std::string& /*reason*/) {}
 };
 
 struct channel_options {
@@ -139,6 +144,11 @@ public:
   /// then on the connection closing is no loss (the peer closes when it
   /// reads our BYE, without answering it).
   void send_bye(uint64_t issued);
+  /// Queues REVOKE behind what is queued (data frames still go out): rank
+  /// `origin` revoked the communicator, this rank's revoke point is
+  /// `point`, because `reason`. Nothing is queued on a channel that is not
+  /// open or has aborted.
+  void send_revoke(int origin, uint64_t point, const std::string& reason);
   /// Queues a heartbeat when nothing was written for half an interval and
   /// nothing is queued (with CRC, the acknowledgement it owes the peer
   /// instead, which is as good a sign of life).

@@ -224,7 +224,10 @@ public:
   /// A collective over this communicator: ranks passing the same `color`
   /// form a new communicator, ordered by `key` (ties by rank). A negative
   /// color joins none and gets an empty handle (valid() is false). The new
-  /// communicator has its own links and sequence numbers.
+  /// communicator has its own links and sequence numbers. On a revoked
+  /// communicator the ranks exchange colors and keys through the
+  /// rendezvous store instead (bounded by MCCL_CONNECT_TIMEOUT_MS); every
+  /// rank still takes part.
   communicator split(int color, int key);
 
   /// After ranks failed (or to leave some out on purpose): the ranks not in
@@ -246,6 +249,21 @@ public:
   /// Aborts the communicator on every rank: in-flight and later ops fail
   /// with an error naming this rank and `reason`.
   void abort(const std::string& reason);
+
+  /// Revokes the communicator on every rank (docs/cpp-api.md, "Revoke"),
+  /// without destroying it: this rank and then every peer stop accepting
+  /// ops; ops in flight end on every rank, within the liveness window
+  /// (MCCL_HEARTBEAT_MS x MCCL_HEARTBEAT_MISSES) at most and normally
+  /// within a few milliseconds. An op either completes on every rank (some
+  /// rank completed it before it learned of the revoke) or fails on every
+  /// rank with errc::revoked naming the rank that revoked and `reason`.
+  /// Afterwards every op, probe included, throws errc::revoked at once;
+  /// shrink(), split() and finalize() still work, so the ranks can build a
+  /// new communicator from this one. Idempotent; a no-op once finalized.
+  void revoke(const std::string& reason);
+  /// True once this rank knows the communicator is revoked (its own
+  /// revoke(), or a peer's that reached it).
+  bool revoked() const;
 
   /// Runs `cb` once when the communicator aborts (this rank's abort, a
   /// peer's, a lost peer, a failed op), with the error its ops fail with;

@@ -25,6 +25,7 @@ enum class errc : uint8_t {
   finalized,          ///< the communicator or runtime was already shut down
   internal,           ///< a bug in mccl: please report it
   desync,             ///< ranks issued different ops at the same sequence number
+  revoked,            ///< the communicator was revoked: only shrink, split and finalize are accepted
 };
 
 /// Stable lower-case name of an error code ("peer_lost").

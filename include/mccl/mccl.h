@@ -51,7 +51,8 @@ typedef enum mccl_status {
   MCCL_ERR_PROTOCOL = 10,         /* a malformed or unexpected frame */
   MCCL_ERR_FINALIZED = 11,        /* the communicator or runtime was shut down */
   MCCL_ERR_INTERNAL = 12,         /* a bug in mccl: please report it */
-  MCCL_ERR_DESYNC = 13            /* ranks issued different ops at the same sequence number */
+  MCCL_ERR_DESYNC = 13,           /* ranks issued different ops at the same sequence number */
+  MCCL_ERR_REVOKED = 14           /* the communicator was revoked: only shrink, split, finalize */
 } mccl_status_t;
 
 /* ---- element types and reductions (values travel on the wire) ------------ */
@@ -155,6 +156,13 @@ mccl_status_t mccl_comm_split(mccl_comm_t comm, int color, int key, mccl_comm_t*
 mccl_status_t mccl_comm_shrink(mccl_comm_t comm, const int* excluded, size_t n, mccl_comm_t* out);
 /* Fails in-flight and later ops on every rank, naming this rank and reason. */
 mccl_status_t mccl_comm_abort(mccl_comm_t comm, const char* reason);
+/* Revokes the communicator on every rank (see docs/cpp-api.md, "Revoke"):
+ * ops in flight fail with MCCL_ERR_REVOKED naming this rank and reason,
+ * unless some rank completed them before it learned of the revoke (then they
+ * complete everywhere); later ops return MCCL_ERR_REVOKED at once. The
+ * handle stays valid for mccl_comm_shrink, mccl_comm_split and
+ * mccl_comm_destroy. */
+mccl_status_t mccl_comm_revoke(mccl_comm_t comm, const char* reason);
 /* Finalizes the communicator (prompt also when peers are gone) and frees the
  * handle. NULL is ignored. */
 mccl_status_t mccl_comm_destroy(mccl_comm_t comm);

@@ -12,6 +12,7 @@
     md.send(x, dst=1); y = md.recv((4,), np.float32, src=0)
     work = md.all_sum_async(x); ...; total = work.wait()
     pairs = group.split(group.rank() % 2)
+    group.revoke("why"); survivors = group.shrink([3])   # after a failure
 
 `init()` reads what mcclrun, torchrun (RANK, WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT) or mlx.launch (MLX_RANK with MLX_HOSTFILE, or the JACCL
@@ -89,6 +90,23 @@ class Group:
         handle = _lib.new_handle("mccl_comm_split", self._live(), int(color),
                                  self._rank if key == -1 else int(key))
         return _remember(Group(handle)) if handle else None
+
+    def shrink(self, excluded):
+        """The ranks not in `excluded` form a new group (new rank = place
+        among them), in the same processes; every one of them calls this with
+        the same list. Works on a revoked or aborted group: it needs nothing
+        from this one but its rendezvous store."""
+        ranks = [int(r) for r in excluded]
+        array = (ctypes.c_int * len(ranks))(*ranks) if ranks else None
+        return _remember(Group(_lib.new_handle("mccl_comm_shrink", self._live(), array, len(ranks))))
+
+    def revoke(self, reason="revoked from Python"):
+        """Revokes this group on every rank, without destroying it: ops in
+        flight end on every rank (each completes on all ranks or fails on all
+        with mccl.errors.RevokedError naming this rank and `reason`); later ops
+        raise RevokedError at once. shrink() and split() still work, so the
+        ranks can go on in a new group. See docs/cpp-api.md, "Revoke"."""
+        _lib.call("mccl_comm_revoke", self._live(), str(reason).encode())
 
     def _live(self):
         if self._handle is None:

@@ -91,10 +91,15 @@ class DesyncError(MCCLError):
     code, code_name = 13, "desync"
 
 
+class RevokedError(MCCLError):
+    """The communicator was revoked: only shrink, split and finalize are accepted."""
+    code, code_name = 14, "revoked"
+
+
 _BY_CODE = {cls.code: cls for cls in (
     InvalidConfigError, InvalidArgumentError, UnsupportedError, RendezvousFailedError,
     ConnectFailedError, HandshakeRefusedError, TimeoutError, PeerLostError, AbortedError,
-    ProtocolError, FinalizedError, InternalError, DesyncError)}
+    ProtocolError, FinalizedError, InternalError, DesyncError, RevokedError)}
 _NAMES = {code: cls.code_name for code, cls in _BY_CODE.items()}
 
 

@@ -64,6 +64,7 @@ private:
     case errc::peer_lost:
     case errc::aborted:
     case errc::desync:
+    case errc::revoked:
       return ::c10d::ErrorType::REMOTE_ERROR;
     default:
       return ::c10d::ErrorType::COMM_ERROR;

@@ -100,6 +100,44 @@ def split_groups():
     return sub.size()
 
 
+def revoke_then_shrink_and_split():
+    """Rank 1 revokes while the others wait inside a large and a small
+    all_sum it never issues: each fails with RevokedError naming rank 1 (the
+    time is the wall clock, comparable across the ranks of one host); later
+    ops fail the same way at once; shrink without rank 3 and split by parity
+    give groups with correct sums."""
+    import time
+    import mccl
+    from mccl import distributed as md
+    g = md.init()
+    rank, world = g.rank(), g.size()
+    out = {"failures": []}
+    md.all_sum(np.ones(1, np.float32))  # everyone is here
+    if rank == 1:
+        time.sleep(0.3)  # the others are inside their ops by now
+        out["revoked_at"] = time.time()
+        g.revoke("python test revokes")
+    else:
+        large = md.all_sum_async(np.ones(1 << 20, np.float32))
+        for work in (md.all_sum_async(np.ones(4, np.float32)), large):
+            try:
+                work.wait(timeout=20)
+                out["failures"].append(None)
+            except mccl.MCCLError as e:
+                out["failures"].append((type(e).__name__, e.code, str(e), time.time()))
+    try:
+        md.all_sum(np.ones(4, np.float32))
+        out["later"] = None
+    except mccl.MCCLError as e:
+        out["later"] = (type(e).__name__, e.code, str(e))
+    if rank != 3:
+        small = g.shrink([3])
+        out["shrunk"] = (small.size(), int(md.all_sum(np.array([rank + 1], np.int64), group=small)[0]))
+    half = g.split(rank % 2)
+    out["split"] = (half.size(), int(md.all_sum(np.array([rank + 1], np.int64), group=half)[0]))
+    return out
+
+
 def errors_carry_codes():
     import mccl
     from mccl import distributed as md
@@ -200,6 +238,30 @@ class ArrayApiTest(unittest.TestCase):
 
     def test_split(self):
         self.assertEqual(harness.run(split_groups, 4), [2, 2, 2, 2])
+
+    def test_revoke_fails_waiting_ops_and_shrink_and_split_still_work(self):
+        results = harness.run(revoke_then_shrink_and_split, 4)
+        revoked_at = results[1]["revoked_at"]
+        worst = 0.0
+        for rank, out in enumerate(results):
+            with self.subTest(rank=rank):
+                if rank != 1:
+                    self.assertEqual(len(out["failures"]), 2)
+                    for failure in out["failures"]:
+                        self.assertIsNotNone(failure, "an op rank 1 never issued completed")
+                        name, code, message, at = failure
+                        self.assertEqual((name, code), ("RevokedError", 14), message)
+                        self.assertIn("revoked by rank 1: python test revokes", message)
+                        worst = max(worst, at - revoked_at)
+                name, code, message = out["later"]
+                self.assertEqual((name, code), ("RevokedError", 14), message)
+                self.assertIn("allreduce", message)
+                self.assertIn("revoked by rank 1", message)
+                if rank != 3:
+                    self.assertEqual(out["shrunk"], (3, 1 + 2 + 3))
+                self.assertEqual(out["split"], (2, 1 + 3 if rank % 2 == 0 else 2 + 4))
+        print(f"revoke through mccl.distributed: every waiting op failed within {worst * 1000:.1f} ms")
+        self.assertLess(worst, 2.0)
 
     def test_errors_are_mccl_exceptions_with_codes(self):
         results = harness.run(errors_carry_codes, 2)

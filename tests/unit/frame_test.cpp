@@ -91,7 +91,7 @@ frame_header sample(frame_kind kind) {
 
 constexpr frame_kind all_kinds[] = {frame_kind::hello, frame_kind::hello_ack, frame_kind::refuse,
                                     frame_kind::data,  frame_kind::abort,     frame_kind::heartbeat,
-                                    frame_kind::bye};
+                                    frame_kind::bye,   frame_kind::revoke};
 
 constexpr uint32_t cfg_max = 1u << 20;
 
@@ -199,7 +199,7 @@ TEST(frame, bad_magic_version_kind_flags_rejected_with_reason) {
   EXPECT_EQ(r.status, decode_status::bad_version);
   EXPECT_NE(r.reason.find("version 1"), std::string::npos) << r.reason;
 
-  for (uint8_t kind : {uint8_t{0}, uint8_t{10}, uint8_t{255}}) {
+  for (uint8_t kind : {uint8_t{0}, uint8_t{11}, uint8_t{255}}) {
     b = good;
     b[5] = kind;
     r = decode_header(b.data(), b.size(), cfg_max);

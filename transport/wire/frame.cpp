@@ -19,6 +19,7 @@ const char* to_string(frame_kind kind) noexcept {
     case frame_kind::bye: return "bye";
     case frame_kind::crc_ack: return "crc_ack";
     case frame_kind::crc_nack: return "crc_nack";
+    case frame_kind::revoke: return "revoke";
   }
   return "unknown";
 }
@@ -81,7 +82,8 @@ std::string hex(uint32_t v, int digits) {
 
 bool is_control(frame_kind k) noexcept {
   return k == frame_kind::hello || k == frame_kind::hello_ack || k == frame_kind::refuse
-         || k == frame_kind::abort || k == frame_kind::bye;
+         || k == frame_kind::abort || k == frame_kind::bye
+         || k == frame_kind::revoke;
 }
 
 void set_reason(std::string* out, std::string text) {
@@ -177,7 +179,7 @@ decode_result decode_header(const uint8_t* in, std::size_t available,
     r.reason = "version " + std::to_string(version) + " is not supported (this side speaks "
                + std::to_string(protocol_version) + ")";
   } else if (kind < static_cast<uint8_t>(frame_kind::hello)
-             || kind > static_cast<uint8_t>(frame_kind::crc_nack)) {
+             || kind > static_cast<uint8_t>(frame_kind::revoke)) {
     r.status = decode_status::bad_kind;
     r.reason = "kind " + std::to_string(kind) + " is not a known frame kind";
   } else if ((h.flags & ~known_flags) != 0) {

@@ -43,6 +43,12 @@ enum class frame_kind : uint8_t {
   /// CRC recovery: seq = the link index of a data frame whose CRC32C did not
   /// match; the sender sends it again with flag_retransmit.
   crc_nack = 9,
+  /// Revoke (communicator::revoke): aux = the rank that revoked, seq = the
+  /// sender's revoke point (1 + the highest sequence number of a collective
+  /// it completed before it stopped accepting ops), payload = the reason.
+  /// Sent once to every peer by every rank; the data frames before it still
+  /// count (collectives/engine_revoke.cpp).
+  revoke = 10,
 };
 
 /// Lower-case name ("hello", ...); "unknown" outside the enum.
@@ -154,7 +160,7 @@ std::optional<std::string> decode_text(const uint8_t* p, std::size_t len, std::s
 /// The error code an ABORT frame carries in its step field, so peers report
 /// the same kind of failure as its origin; errc::aborted if it is unknown.
 inline errc abort_code(const frame_header& h) noexcept {
-  return h.step > 0 && h.step <= static_cast<uint32_t>(errc::desync) ? static_cast<errc>(h.step)
+  return h.step > 0 && h.step <= static_cast<uint32_t>(errc::revoked) ? static_cast<errc>(h.step)
                                                                       : errc::aborted;
 }
 
