@@ -132,6 +132,10 @@ comm_core::clock::time_point comm_core::now() const {
 void comm_core::submit(op_ptr op, const std::shared_ptr<work_state>& work) {
   auto bytes = op->selection_bytes(init_.world);
   op->done = work;
+  // An op without a deadline of its own (one not issued through a
+  // communicator) runs under MCCL_TIMEOUT_MS.
+  if (op->timeout.count() <= 0)
+    op->timeout = init_.cfg.timeout;
   if (takes_board(*op))
     return run_on_board(op, work);
   op->background = op_thread_ && bytes <= init_.cfg.op_thread_bytes ? driver_kind::op_thread
@@ -163,7 +167,7 @@ void comm_core::submit(op_ptr op, const std::shared_ptr<work_state>& work) {
   });
   if (small) {
     bool led = lead_until(driver_kind::caller, [&] { return work->done(); },
-                          now() + init_.cfg.timeout + std::chrono::seconds(1));
+                          now() + op->timeout + std::chrono::seconds(1));
     engine_->caller_left();
     engine_->hand_off();
     if (led)

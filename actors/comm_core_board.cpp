@@ -41,8 +41,8 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
   call.rank = init_.rank;
   call.world = init_.world;
   call.spin = init_.cfg.spin;
-  call.timeout = init_.cfg.timeout;
-  call.deadline = clock::now() + init_.cfg.timeout;
+  call.timeout = op->timeout;
+  call.deadline = clock::now() + op->timeout;
   call.asleep = [this] { kick(); }; // nobody else may be reading the links now
   call.closed = [this, seq = call.seq]() -> board_outcome {
     if (engine_->closed())

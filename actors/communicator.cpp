@@ -19,7 +19,8 @@ work communicator::impl::submit(std::shared_ptr<op_request> req, const op_option
   if (op.compression == compression_kind::topk && opts.error_feedback)
     op.residual = residual_for(opts.topk_key != 0 ? opts.topk_key
                                                   : reinterpret_cast<std::uintptr_t>(op.recv));
-  auto state = std::make_shared<work_state>(cfg.timeout, op.kind == op_kind::custom ? op.name : to_string(op.kind));
+  op.timeout = op_timeout();
+  auto state = std::make_shared<work_state>(op.timeout, op.kind == op_kind::custom ? op.name : to_string(op.kind));
   work w(state);
   if (fault_report) {
     // The op's outcome goes to the fault report once it is done.
@@ -36,6 +37,13 @@ work communicator::impl::submit(std::shared_ptr<op_request> req, const op_option
   }
   core->submit(std::move(req), state);
   return w;
+}
+
+config_overrides communicator::impl::inherited_overrides() const {
+  auto o = overrides;
+  if (timeout_ms.load() > 0)
+    o.set("MCCL_TIMEOUT_MS", static_cast<long long>(timeout_ms.load()));
+  return o;
 }
 
 std::shared_ptr<std::vector<float>> communicator::impl::residual_for(uint64_t key) {
@@ -69,6 +77,19 @@ communicator::impl& communicator::checked() const {
 int communicator::rank() const { return checked().rank; }
 int communicator::size() const { return checked().world; }
 const config& communicator::settings() const { return checked().cfg; }
+std::chrono::milliseconds communicator::timeout() const { return checked().op_timeout(); }
+
+void communicator::set_timeout(std::chrono::milliseconds timeout) {
+  auto& p = checked();
+  // MCCL_TIMEOUT_MS's own range (config.cpp), so a deadline set here is
+  // one the variable could have given.
+  if (timeout.count() < 1 || timeout.count() > 86400000)
+    throw error(errc::invalid_argument, "set_timeout on rank " + std::to_string(p.rank) + ": " + std::to_string(timeout.count())
+                                          + " ms is outside MCCL_TIMEOUT_MS's range (1 to 86400000 ms)");
+  p.timeout_ms.store(timeout.count());
+  MCCL_LOG(info, "rank " << p.rank << " of communicator " << p.comm_id << ": op deadline set to "
+                         << timeout.count() << " ms for the ops issued from now on");
+}
 
 namespace {
 

@@ -117,7 +117,7 @@ communicator communicator::split(int color, int key) {
   o.comm_id = detail::derived_comm_id(p.comm_id, {index, static_cast<uint64_t>(color)});
   o.store = p.rendezvous;
   o.master_addr = p.master_addr;
-  o.overrides = p.overrides;
+  o.overrides = p.inherited_overrides();
   MCCL_LOG(info, "split " << index << " of communicator " << p.comm_id << ": color " << color
                           << " -> communicator " << o.comm_id << ", rank " << o.rank << " of "
                           << o.world_size);
@@ -172,7 +172,7 @@ communicator communicator::shrink(const std::vector<int>& excluded) {
   o.comm_id = detail::derived_comm_id(p.comm_id, {~index, mask_hash});
   o.store = p.rendezvous;
   o.master_addr = p.master_addr;
-  o.overrides = p.overrides;
+  o.overrides = p.inherited_overrides();
   MCCL_LOG(warn, "shrink " << index << " of communicator " << p.comm_id << " without rank(s) " << listed
                            << " -> communicator " << o.comm_id << ", rank " << o.rank << " of "
                            << o.world_size);

@@ -35,6 +35,10 @@ struct communicator::impl {
   std::shared_ptr<actors::comm_core> core;
   /// Fault injection (MCCL_FAULTS or comm_options::faults); null: none.
   std::shared_ptr<transport::fault_recorder> fault_report;
+  /// The deadline of ops issued from now on, in ms, once set_timeout was
+  /// called; 0: cfg.timeout (MCCL_TIMEOUT_MS). Atomic: ops may be issued
+  /// from other threads while it changes.
+  std::atomic<int64_t> timeout_ms{0};
   std::atomic<uint64_t> splits{0};
   std::atomic<uint64_t> shrinks{0};
   /// topk error feedback: what each key's earlier ops did not send
@@ -50,6 +54,14 @@ struct communicator::impl {
   /// Checks `req` (actors/op_checks.hpp), settles its compression and
   /// hands it to the core.
   work submit(std::shared_ptr<op_request> req, const op_options& opts = {});
+  /// The deadline of an op issued now (communicator::timeout()).
+  std::chrono::milliseconds op_timeout() const {
+    auto set = timeout_ms.load(std::memory_order_relaxed);
+    return set > 0 ? std::chrono::milliseconds(set) : cfg.timeout;
+  }
+  /// The overrides a communicator made from this one starts with: its
+  /// explicit settings, and the timeout set_timeout gave it.
+  config_overrides inherited_overrides() const;
   /// The residual kept under `key` (made empty on first use).
   std::shared_ptr<std::vector<float>> residual_for(uint64_t key);
   void finalize();

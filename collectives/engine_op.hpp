@@ -14,7 +14,9 @@ public:
   engine_op(engine& e, op_ptr request, std::size_t bytes, collective_args args, std::string algorithm,
             algorithm_factory factory, engine::clock::time_point now)
     : op_session(std::move(args), e.opts_.comm_id, std::move(algorithm), std::move(factory)),
-      request(std::move(request)), bytes(bytes), started(now), deadline(now + e.opts_.cfg.timeout), e_(e) {
+      request(std::move(request)), bytes(bytes), started(now),
+      timeout(this->request->timeout.count() > 0 ? this->request->timeout : e.opts_.cfg.timeout),
+      deadline(now + timeout), e_(e) {
   }
 
   /// Made when the algorithm first asks (in start()): small ops never do.
@@ -33,6 +35,9 @@ public:
   const op_ptr request;
   const std::size_t bytes; ///< request->selection_bytes(world), computed once
   const engine::clock::time_point started;
+  /// The op's own deadline (op_request::timeout, else MCCL_TIMEOUT_MS):
+  /// set_timeout may change it between ops of one communicator.
+  const std::chrono::milliseconds timeout;
   const engine::clock::time_point deadline;
   uint64_t ticket = 0; ///< in the flight recorder
   /// Carries the engine's events to the op's handlers (set before it starts).

@@ -456,7 +456,7 @@ void engine::check_health() {
   for (auto& [id, op] : ops_)
     if (!op->reported() && now_ >= op->deadline)
       fail(*op, errc::timeout,
-               "timed out after MCCL_TIMEOUT_MS=" + std::to_string(opts_.cfg.timeout.count()) + " ms");
+               "timed out after MCCL_TIMEOUT_MS=" + std::to_string(op->timeout.count()) + " ms");
   auto misses = opts_.cfg.heartbeat_misses;
   if (misses == 0 || aborted_ || shut_down_)
     return;

@@ -13,6 +13,7 @@
 #include <mccl/error.hpp>
 #include <mccl/types.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -106,6 +107,11 @@ struct op_request {
   /// send; added to this op's input before selecting, and left holding what
   /// this op does not send. Null: no feedback.
   std::shared_ptr<std::vector<float>> residual;
+  /// The op's deadline, counted from when the engine starts it: set by the
+  /// communicator from its current timeout (communicator::set_timeout,
+  /// else MCCL_TIMEOUT_MS). Zero: the engine's MCCL_TIMEOUT_MS (requests
+  /// made without a communicator, as in the simulator tests).
+  std::chrono::milliseconds timeout{0};
   uint64_t seq = 0;           ///< wire sequence (collectives) or message number (send)
   uint64_t id = 0;            ///< unique per communicator, for bookkeeping
   /// Which driver moves it when its caller does not (the op thread or the

@@ -120,7 +120,18 @@ public:
 
   int rank() const;
   int size() const;
+  /// The settings resolved when the communicator was made (set_timeout
+  /// does not change them; timeout() tells the current deadline).
   const config& settings() const;
+
+  /// The deadline of each op issued from now on by this rank, counted from
+  /// when the op starts: MCCL_TIMEOUT_MS until set_timeout changes it. Ops
+  /// already issued keep theirs. The deadline is per rank (each rank that
+  /// should wait less calls it); a timed-out op aborts the communicator as
+  /// always. Split and shrink pass it on. Throws invalid_argument outside
+  /// MCCL_TIMEOUT_MS's range (1 ms to 24 h). Thread-safe.
+  void set_timeout(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds timeout() const;
 
   // ---- collectives -----------------------------------------------------
   // All ranks call each collective in the same order with matching

@@ -115,12 +115,12 @@ process_group_mccl::process_group_mccl(const c10::intrusive_ptr<::c10d::Store>& 
       && timeout.count() > 0)
     o.overrides.set("MCCL_TIMEOUT_MS", static_cast<long long>(timeout.count()));
   comm_ = runtime_->create_communicator(o);
-  op_timeout_ = comm_.settings().timeout;
+  op_timeout_ms_ = comm_.timeout().count();
 }
 
-process_group_mccl::process_group_mccl(made_by_shrink, std::shared_ptr<runtime> rt, communicator comm)
+process_group_mccl::process_group_mccl(made_from_parent, std::shared_ptr<runtime> rt, communicator comm)
   : Backend(comm.rank(), comm.size()), runtime_(std::move(rt)), comm_(std::move(comm)) {
-  op_timeout_ = comm_.settings().timeout;
+  op_timeout_ms_ = comm_.timeout().count();
 }
 
 process_group_mccl::~process_group_mccl() {
@@ -148,7 +148,7 @@ c10::intrusive_ptr<work_mccl> process_group_mccl::make_work(OpType type, const c
     ++seq_;
   auto w = c10::make_intrusive<work_mccl>(getRank(), type,
                                           std::string(op) + " on rank " + std::to_string(getRank()),
-                                          std::move(outputs), op_timeout_);
+                                          std::move(outputs), op_timeout());
   w->record_failure_in(first_error_);
   if (coalescing_)
     coalesced_.push_back(w);
@@ -210,7 +210,141 @@ c10::intrusive_ptr<::c10d::Backend> process_group_mccl::shrink(
   if (shrink_flags & shrink_abort)
     comm_.abort("shrink_group(SHRINK_ABORT) called on rank " + std::to_string(getRank()));
   auto sub = comm_.shrink(excluded);
-  return c10::make_intrusive<process_group_mccl>(made_by_shrink{}, runtime_, std::move(sub));
+  return c10::make_intrusive<process_group_mccl>(made_from_parent{}, runtime_, std::move(sub));
+}
+
+void process_group_mccl::setTimeout(std::chrono::milliseconds timeout) {
+  if (!comm_.valid())
+    throw error(errc::invalid_argument, "set_timeout on rank " + std::to_string(getRank())
+                                          + ": this group was shut down");
+  comm_.set_timeout(timeout); // checks the range, naming MCCL_TIMEOUT_MS
+  op_timeout_ms_ = timeout.count();
+}
+
+c10::intrusive_ptr<::c10d::Backend::Options> process_group_mccl::getBackendOptions() {
+  auto o = c10::make_intrusive<Options>("mccl", op_timeout());
+  o->group_name = getGroupUid();
+  o->group_desc = getGroupDesc();
+  return o;
+}
+
+namespace {
+
+/// The same 64-bit value on every rank for the same list in the same order
+/// (FNV-1a over the length and the ranks).
+int64_t fingerprint(const std::vector<int>& ranks) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(ranks.size());
+  for (int r : ranks)
+    mix(static_cast<uint64_t>(static_cast<uint32_t>(r)));
+  return static_cast<int64_t>(h & 0x7fffffffffffffffull);
+}
+
+std::string list_text(const std::vector<int>& ranks) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "]";
+}
+
+/// Runs `fn` without the GIL when this thread holds it: a split blocks
+/// while the ranks meet and connect, and Python's other threads (and mccl
+/// threads that release Python objects) must not wait on it meanwhile.
+template <class F>
+auto without_gil(F&& fn) {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    struct relock {
+      PyThreadState* state;
+      ~relock() { PyEval_RestoreThread(state); }
+    } guard{PyEval_SaveThread()};
+    return fn();
+  }
+  return fn();
+}
+
+} // namespace
+
+c10::intrusive_ptr<::c10d::Backend> process_group_mccl::split(const c10::intrusive_ptr<::c10d::Store>&,
+                                                              const std::vector<int>& ranks,
+                                                              const c10::intrusive_ptr<Options>& opts) {
+  const std::string where = "split on rank " + std::to_string(getRank());
+  if (!comm_.valid())
+    throw error(errc::invalid_argument, where + ": this group was shut down");
+  if (opts && opts->backend != "mccl")
+    throw error(errc::invalid_argument, where + ": the options are " + opts->backend
+                                          + "'s; mccl takes its own (the parent's options, or none)");
+  // A malformed list is this rank's mistake, but the split is collective:
+  // the rank still takes part (as a member of no group), so the others do
+  // not wait for it until their deadline, then raises.
+  std::string bad;
+  std::vector<bool> seen(static_cast<std::size_t>(getSize()), false);
+  if (ranks.empty())
+    bad = "the list of ranks is empty";
+  for (int r : ranks) {
+    if (!bad.empty())
+      break;
+    if (r < 0 || r >= getSize())
+      bad = "rank " + std::to_string(r) + " is outside this group of " + std::to_string(getSize()) + " ranks";
+    else if (seen[static_cast<std::size_t>(r)])
+      bad = "rank " + std::to_string(r) + " is listed twice";
+    else
+      seen[static_cast<std::size_t>(r)] = true;
+  }
+  auto mine = std::find(ranks.begin(), ranks.end(), getRank());
+  bool member = bad.empty() && mine != ranks.end();
+  // Groups do not overlap, so each group's smallest rank names it; the
+  // position in the list orders the new group (torch's group ranks, as
+  // gloo's split orders them).
+  int color = member ? *std::min_element(ranks.begin(), ranks.end()) : -1;
+  int key = member ? static_cast<int>(mine - ranks.begin()) : 0;
+  auto sub = without_gil([&] { return comm_.split(color, key); });
+  if (!bad.empty())
+    throw error(errc::invalid_argument, where + ": " + bad + " (ranks " + list_text(ranks) + ")");
+  if (!member)
+    return nullptr;
+  // Each member learns every member's rank here and list: all of them see
+  // the same answer, so they all fail or all succeed.
+  std::vector<int64_t> me{getRank(), fingerprint(ranks)};
+  std::vector<int64_t> all(2 * static_cast<std::size_t>(sub.size()));
+  std::string mismatch;
+  try {
+    without_gil([&] { sub.allgather(me.data(), all.data(), 2, dtype::int64).wait(); });
+  } catch (...) {
+    sub.finalize();
+    throw;
+  }
+  std::vector<int> joined;
+  for (int i = 0; i < sub.size(); ++i)
+    joined.push_back(static_cast<int>(all[2 * i]));
+  for (int i = 0; i < sub.size() && mismatch.empty(); ++i)
+    if (all[2 * i + 1] != all[1])
+      mismatch = "rank " + std::to_string(joined[i]) + " passed another list of ranks than rank "
+                 + std::to_string(joined[0]) + " (every member passes the same list)";
+  if (mismatch.empty() && joined != ranks) {
+    std::string missing;
+    for (int r : ranks)
+      if (std::find(joined.begin(), joined.end(), r) == joined.end())
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    mismatch = "the new group " + list_text(ranks) + " was joined by ranks " + list_text(joined)
+               + (missing.empty() ? "" : "; rank(s) " + missing + " did not join it")
+               + " (every rank of the group calls split, each listed rank with this list)";
+  }
+  if (!mismatch.empty()) {
+    sub.finalize();
+    throw error(errc::invalid_argument, where + ": " + mismatch);
+  }
+  // The group's timeout is the new group's op deadline unless
+  // MCCL_TIMEOUT_MS was set, as for a group torch creates.
+  if (opts && opts->timeout.count() > 0 && !mccl::process::explicit_settings().values().count("MCCL_TIMEOUT_MS")
+      && !std::getenv("MCCL_TIMEOUT_MS"))
+    sub.set_timeout(std::chrono::duration_cast<std::chrono::milliseconds>(opts->timeout));
+  return c10::make_intrusive<process_group_mccl>(made_from_parent{}, runtime_, std::move(sub));
 }
 
 // ---- collectives on one tensor -------------------------------------------
@@ -700,7 +834,7 @@ process_group_mccl::work_ptr process_group_mccl::recvAnysource(tensors& ts, int 
   // mccl receives from a named peer: probe until some peer has a message
   // of this tag, then receive from it. A thread per such receive keeps the
   // call asynchronous; it gives up at the op deadline like any op.
-  std::thread([w, buf, type, tag, comm = comm_, deadline = std::chrono::steady_clock::now() + op_timeout_,
+  std::thread([w, buf, type, tag, comm = comm_, deadline = std::chrono::steady_clock::now() + op_timeout(),
                what = ctx.prefix()]() mutable {
     try {
       auto pause = std::chrono::microseconds(20);
@@ -740,7 +874,7 @@ constexpr uint32_t monitored_barrier_tag = 0x80000001u;
 void process_group_mccl::monitoredBarrier(const ::c10d::BarrierOptions& opts, bool wait_all_ranks) {
   op_context ctx{"monitoredBarrier", getRank()};
   auto timeout = opts.timeout == ::c10d::kUnsetTimeout
-                   ? op_timeout_
+                   ? op_timeout()
                    : std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout);
   auto deadline = std::chrono::steady_clock::now() + timeout;
   auto left = [&] {

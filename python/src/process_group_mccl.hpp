@@ -30,8 +30,19 @@ public:
 
   const std::string getBackendName() const override { return "mccl"; }
 
-  /// The op deadline this group's ops run under.
-  std::chrono::milliseconds op_timeout() const { return op_timeout_; }
+  /// The op deadline this group's ops issued now run under.
+  std::chrono::milliseconds op_timeout() const { return std::chrono::milliseconds(op_timeout_ms_.load()); }
+
+  /// ProcessGroup.set_timeout: the op deadline of this rank's ops issued
+  /// from now on (mccl's communicator::set_timeout; ops in flight keep
+  /// theirs). It beats MCCL_TIMEOUT_MS, which only chose the deadline the
+  /// group started with. 1 ms to 24 h, else mccl.InvalidArgumentError.
+  void setTimeout(std::chrono::milliseconds timeout) override;
+
+  /// Backend.options: "mccl", this group's current op deadline and torch's
+  /// group name; ProcessGroup.split_group clones it for the new group when
+  /// given no options.
+  c10::intrusive_ptr<Options> getBackendOptions() override;
 
   /// Closes this group's communicator; later ops fail with "finalized".
   void shutdown() override;
@@ -125,13 +136,34 @@ public:
                                              int shrink_flags,
                                              const c10::intrusive_ptr<Options>& opts_override) override;
 
+  /// ProcessGroup.split_group (the call torch 2.13's dist.split_group
+  /// makes): the ranks of this group in `ranks` (group ranks, in the new
+  /// group's order) form a new group over mccl's communicator split; a
+  /// rank not in `ranks` gets null. Collective over this group: every rank
+  /// calls it, each with the ranks of its own new group (a rank in none
+  /// passes any list without itself), and the lists of different groups
+  /// do not overlap. Before returning, the members of each new group
+  /// compare their lists: a rank whose list differs, or a listed rank that
+  /// did not join, fails every member with an error naming it. A rank with
+  /// a malformed list (empty, out of range, duplicates) still takes part,
+  /// as a rank in no group, then raises naming its list. The new group
+  /// keeps this one's mccl settings; its op deadline is opts->timeout
+  /// unless MCCL_TIMEOUT_MS is set (as for a group torch creates). `store`
+  /// is not used: the groups meet in this group's rendezvous store.
+  /// Bounded by MCCL_TIMEOUT_MS (the exchange of colors) and
+  /// MCCL_CONNECT_TIMEOUT_MS (connecting the new group).
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<::c10d::Backend> split(const c10::intrusive_ptr<::c10d::Store>& store,
+                                            const std::vector<int>& ranks,
+                                            const c10::intrusive_ptr<Options>& opts) override;
+
 private:
-  struct made_by_shrink {};
+  struct made_from_parent {};
 
 public:
-  /// A group over a communicator made from another (only shrink can call
-  /// it: the key type is private).
-  process_group_mccl(made_by_shrink, std::shared_ptr<runtime> rt, communicator comm);
+  /// A group over a communicator made from another (only shrink and split
+  /// can call it: the key type is private).
+  process_group_mccl(made_from_parent, std::shared_ptr<runtime> rt, communicator comm);
 
 private:
   /// A Work for one call; `counted`: the call is an op of its own (the
@@ -142,7 +174,10 @@ private:
 
   std::shared_ptr<runtime> runtime_;
   communicator comm_;
-  std::chrono::milliseconds op_timeout_;
+  /// comm_.timeout(), kept here so a Work can be made without asking the
+  /// communicator (which throws once it is shut down); set_timeout changes
+  /// both, from any thread.
+  std::atomic<int64_t> op_timeout_ms_{0};
   /// The first failed op's ErrorType (an int; SUCCESS while none failed),
   /// shared with the Works that report it.
   std::shared_ptr<std::atomic<int>> first_error_ = std::make_shared<std::atomic<int>>(0);

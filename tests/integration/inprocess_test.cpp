@@ -182,6 +182,66 @@ TEST(InProcess, TimeoutNamesOpStepAndPeerAndAbortsPeers) {
   });
 }
 
+// set_timeout: later ops run under the new deadline (a 200 ms one fails an
+// op whose partner is late, restoring 30 s lets a late partner through),
+// split passes it on, and a value outside MCCL_TIMEOUT_MS's range is refused.
+// Both the engine's ops (1 M floats) and small ones (the inline / board
+// path) keep it.
+TEST(InProcess, SetTimeoutChangesLaterOpsAndSplitInheritsIt) {
+  mccl::runtime rt;
+  auto o = quick();
+  o.set("MCCL_TIMEOUT_MS", 30000);
+  run_ranks(rt, 2, o, [](mccl::communicator& comm) {
+    EXPECT_EQ(comm.timeout(), 30000ms);
+    try {
+      comm.set_timeout(0ms);
+      ADD_FAILURE() << "set_timeout(0 ms) was accepted";
+    } catch (const mccl::error& e) {
+      EXPECT_EQ(e.code(), mccl::errc::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("0 ms is outside MCCL_TIMEOUT_MS's range"), std::string::npos)
+        << e.what();
+    }
+    EXPECT_EQ(comm.timeout(), 30000ms);
+    comm.set_timeout(200ms);
+    EXPECT_EQ(comm.timeout(), 200ms);
+    EXPECT_EQ(comm.settings().timeout, 30000ms); // the settings it was made with
+    auto sub = comm.split(0, comm.rank());
+    EXPECT_EQ(sub.timeout(), 200ms);
+
+    // Restored: rank 1 joins 600 ms late, within the deadline.
+    comm.set_timeout(30000ms);
+    std::vector<float> big(1 << 20, 1.0f);
+    if (comm.rank() == 1)
+      std::this_thread::sleep_for(600ms);
+    comm.allreduce(big.data(), big.size()).wait();
+    EXPECT_EQ(big[0], 2.0f);
+
+    // 200 ms again; rank 1 joins neither op below in time.
+    comm.set_timeout(200ms);
+    if (comm.rank() == 1) {
+      std::this_thread::sleep_for(2500ms); // connected, silent, until rank 0 has timed out twice
+      return;
+    }
+    for (auto* c : {&sub, &comm}) {
+      float one = 1;
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        if (c == &sub)
+          c->allreduce(&one, 1).wait();
+        else
+          c->allreduce(big.data(), big.size()).wait();
+        ADD_FAILURE() << "an allreduce without its partner succeeded";
+      } catch (const mccl::error& e) {
+        auto waited = std::chrono::steady_clock::now() - t0;
+        EXPECT_EQ(e.code(), mccl::errc::timeout) << e.what();
+        EXPECT_NE(std::string(e.what()).find("MCCL_TIMEOUT_MS=200"), std::string::npos) << e.what();
+        EXPECT_GE(waited, 150ms);
+        EXPECT_LT(waited, 3s);
+      }
+    }
+  });
+}
+
 TEST(InProcess, UserAbortReachesEveryRank) {
   mccl::runtime rt;
   run_ranks(rt, 3, quick(), [](mccl::communicator& comm) {
