@@ -326,7 +326,8 @@ private:
   void refuse(const op_ptr& op, errc code, const std::string& why);
   void deliver(engine_op& op, transport::received_frame& f);
   /// The chunks that came for `op` before it started (a collective's early
-  /// frames, a receive's kept message), taken from where they were held.
+  /// frames, a receive's kept message), taken from where they were held; a
+  /// receive is posted with its peer's matcher on the way.
   std::vector<transport::received_frame> take_early(engine_op& op);
   void deliver_matches(std::vector<p2p_matcher::match>& matches);
   /// From an op's session: queue one data frame for `peer`.

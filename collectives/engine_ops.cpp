@@ -165,7 +165,10 @@ std::vector<transport::received_frame> engine::take_early(engine_op& op) {
   std::vector<transport::received_frame> frames;
   const auto& request = *op.request;
   if (request.kind == op_kind::recv) {
-    // A receive takes the message its peer's matcher kept for its tag, if any.
+    // A receive is posted with its peer's matcher here (later frames for its
+    // tag are routed to it) and takes the message the matcher kept for that
+    // tag, if any; the post may also match earlier receives, which get
+    // theirs as usual.
     for (auto& m : matchers_[request.root].post(request.tag, request.id)) {
       if (m.receiver != request.id) {
         std::vector<p2p_matcher::match> others{std::move(m)};
