@@ -97,8 +97,9 @@ public:
   void start(std::vector<transport::received_frame> early) override {
     send(start_atom::value, op_binding{&op_, std::move(early)});
   }
-  // An event the op's own handler raises for the op (a frame it sends is
-  // written at once and reported sent; a send to a closed link fails it)
+  // An event the op's own handler raises for the op (a small frame it sends
+  // is copied by the channel and so reported sent at once; a send to a
+  // closed link fails it)
   // is an outcome of what that handler is doing: the handler, already
   // running on the op's actor, takes it in place, as a call's return
   // value, not as a message to itself. Only events from elsewhere (the
