@@ -257,6 +257,15 @@ mccl_status_t mccl_comm_revoke(mccl_comm_t comm, const char* reason) {
   });
 }
 
+mccl_status_t mccl_comm_revoked(mccl_comm_t comm, int* revoked) {
+  if (comm == nullptr) return null_argument("mccl_comm_revoked", "comm");
+  if (revoked == nullptr) return null_argument("mccl_comm_revoked", "revoked");
+  return guarded([&] {
+    *revoked = comm->comm.revoked() ? 1 : 0;
+    return MCCL_OK;
+  });
+}
+
 mccl_status_t mccl_comm_destroy(mccl_comm_t comm) {
   if (comm == nullptr)
     return MCCL_OK;

@@ -66,6 +66,8 @@ constexpr dtype_name dtype_names[] = {
   {mccl::dtype::float16, "float16"}, {mccl::dtype::bfloat16, "bfloat16"},
   {mccl::dtype::int8, "int8"},       {mccl::dtype::uint8, "uint8"},
   {mccl::dtype::int32, "int32"},     {mccl::dtype::int64, "int64"},
+  {mccl::dtype::int16, "int16"},     {mccl::dtype::uint16, "uint16"},
+  {mccl::dtype::uint32, "uint32"},   {mccl::dtype::uint64, "uint64"},
   {mccl::dtype::boolean, "bool"},    {mccl::dtype::float32, "float"},
   {mccl::dtype::float64, "double"},  {mccl::dtype::float16, "half"},
   {mccl::dtype::bfloat16, "bf16"},   {mccl::dtype::int32, "int"},
@@ -126,7 +128,7 @@ bool in_place(const options& o) {
                "                    this many ranks falls back to the table: the algorithm column\n"
                "                    shows what ran\n"
                "  -d, --dtype T     float32 (default), float64, float16, bfloat16, int8, uint8,\n"
-               "                    int32, int64, bool\n"
+               "                    int16, uint16, int32, uint32, int64, uint64, bool\n"
                "  --redop OP        reduction of allreduce, reduce and reduce_scatter: sum\n"
                "                    (default), prod, min, max, avg, band, bor, bxor\n"
                "  -r, --root R      root of broadcast, reduce, gather and scatter (default 0)\n"
@@ -381,12 +383,20 @@ void put(mccl::dtype t, unsigned char* p, int64_t v) {
     case mccl::dtype::uint8:
       *p = static_cast<unsigned char>(static_cast<uint64_t>(v) & 0xffu);
       return;
-    case mccl::dtype::int32: {
+    case mccl::dtype::int16:
+    case mccl::dtype::uint16: {
+      auto x = static_cast<uint16_t>(static_cast<uint64_t>(v));
+      std::memcpy(p, &x, sizeof x);
+      return;
+    }
+    case mccl::dtype::int32:
+    case mccl::dtype::uint32: {
       auto x = static_cast<uint32_t>(static_cast<uint64_t>(v));
       std::memcpy(p, &x, sizeof x);
       return;
     }
     case mccl::dtype::int64:
+    case mccl::dtype::uint64:
       std::memcpy(p, &v, sizeof v);
       return;
     case mccl::dtype::boolean:

@@ -163,6 +163,9 @@ mccl_status_t mccl_comm_abort(mccl_comm_t comm, const char* reason);
  * handle stays valid for mccl_comm_shrink, mccl_comm_split and
  * mccl_comm_destroy. */
 mccl_status_t mccl_comm_revoke(mccl_comm_t comm, const char* reason);
+/* *revoked = 1 once this rank knows the communicator is revoked (its own
+ * mccl_comm_revoke or a peer's), else 0. */
+mccl_status_t mccl_comm_revoked(mccl_comm_t comm, int* revoked);
 /* Finalizes the communicator (prompt also when peers are gone) and frees the
  * handle. NULL is ignored. */
 mccl_status_t mccl_comm_destroy(mccl_comm_t comm);

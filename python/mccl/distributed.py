@@ -108,6 +108,13 @@ class Group:
         ranks can go on in a new group. See docs/cpp-api.md, "Revoke"."""
         _lib.call("mccl_comm_revoke", self._live(), str(reason).encode())
 
+    def revoked(self):
+        """True once this rank knows the group is revoked (its own revoke()
+        or another rank's)."""
+        out = ctypes.c_int()
+        _lib.call("mccl_comm_revoked", self._live(), ctypes.byref(out))
+        return bool(out.value)
+
     def _live(self):
         if self._handle is None:
             raise _finalized()

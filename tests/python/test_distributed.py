@@ -113,6 +113,7 @@ def revoke_then_shrink_and_split():
     rank, world = g.rank(), g.size()
     out = {"failures": []}
     md.all_sum(np.ones(1, np.float32))  # everyone is here
+    out["revoked_before"] = g.revoked()
     if rank == 1:
         time.sleep(0.3)  # the others are inside their ops by now
         out["revoked_at"] = time.time()
@@ -130,6 +131,7 @@ def revoke_then_shrink_and_split():
         out["later"] = None
     except mccl.MCCLError as e:
         out["later"] = (type(e).__name__, e.code, str(e))
+    out["revoked_after"] = g.revoked()
     # Split before shrink: rank 0 serves the rendezvous store that ranks 1
     # and 3 make their half with, so it must not return (and exit) before
     # they have; its shrunk group's all_sum waits for rank 1, which has its
@@ -257,6 +259,7 @@ class ArrayApiTest(unittest.TestCase):
                         self.assertEqual((name, code), ("RevokedError", 14), message)
                         self.assertIn("revoked by rank 1: python test revokes", message)
                         worst = max(worst, at - revoked_at)
+                self.assertEqual((out["revoked_before"], out["revoked_after"]), (False, True))
                 name, code, message = out["later"]
                 self.assertEqual((name, code), ("RevokedError", 14), message)
                 self.assertIn("allreduce", message)
