@@ -6,7 +6,9 @@
 // Per size it prints bytes, element count, p50/p99 time (per iteration the
 // slowest rank's time, as nccl-tests does), algbw, busbw, whether every
 // element of every iteration matched the reference, and the algorithm that
-// ran the op; --json writes the same as one JSON object per size.
+// ran the op; --json writes the same as one JSON object per size. The
+// table also says how long setting up took (the slowest rank, from the call
+// to a communicator with its links ready) and finalizing (rank 0).
 //
 // Sizes follow nccl-tests: the size is the whole buffer (for allgather,
 // reduce_scatter, alltoall, gather and scatter the gathered / full buffer of
@@ -643,9 +645,14 @@ int main(int argc, char** argv) {
     mccl::runtime rt;
     if (!opt.algo.empty())
       co.overrides.set("MCCL_ALGO", std::string(to_string(opt.op)) + "=" + opt.algo);
+    auto setup_began = std::chrono::steady_clock::now();
     auto comm = rt.create_communicator(co);
+    // Setting up, as this rank saw it: from the call to a communicator whose
+    // links are ready; the table reports the slowest rank's.
+    double setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_began).count();
     int rank = comm.rank();
     int world = comm.size();
+    comm.allreduce(&setup_s, 1, mccl::redop::max).wait();
     if (rooted(opt.op) && opt.root >= world)
       throw mccl::error(mccl::errc::invalid_argument,
                         "-r " + std::to_string(opt.root) + " is not a rank of " + std::to_string(world));
@@ -687,6 +694,7 @@ int main(int argc, char** argv) {
                          : spec.empty()   ? std::string("built-in algorithm table")
                                           : "MCCL_ALGO=\"" + spec.text + "\" from the environment";
       std::printf("# mccl-bench: %s, %d rank(s), %s\n", what.c_str(), world, algo.c_str());
+      std::printf("# set up in %.3f s (the slowest rank)\n", setup_s);
       std::printf("# %12s %12s %10s %10s %12s %12s %6s  %s\n", "bytes", "count", "p50(us)",
                   "p99(us)", "algbw(GB/s)", "busbw(GB/s)", "check", "algorithm");
       std::fflush(stdout);
@@ -853,7 +861,13 @@ int main(int argc, char** argv) {
                    to_string(opt.op), opt.algo.c_str(), sizes_text.c_str(), world);
       std::fflush(note);
     }
+    auto finalize_began = std::chrono::steady_clock::now();
     comm.finalize();
+    if (rank == 0 && table) {
+      std::printf("# finalized in %.3f s (rank 0)\n",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - finalize_began).count());
+      std::fflush(stdout);
+    }
     if (json_file && std::fclose(json_out) != 0) {
       std::fprintf(stderr, "mccl-bench: writing --json %s failed: %s\n", opt.json.c_str(),
                    std::strerror(errno));

@@ -7,11 +7,11 @@
 /// hard limit below the need fails every rank at once, naming the limit,
 /// the need and how to raise it.
 ///
-/// The need is the most the links can hold: links are made when an op
-/// first uses them, and an alltoall uses every one. Measured (16 ranks on
-/// one host, every peer connected): one socket per peer and TCP stream,
-/// two more files per peer over shared memory (its doorbells), and on
-/// rank 0, which serves the rendezvous store, one socket per other rank.
+/// The need is what the links hold once set up (a full mesh: every rank
+/// connects to every other while the communicator is made). Measured on 16
+/// ranks of one host: one socket per peer and TCP stream, two more files per
+/// peer over shared memory (its doorbells), and on rank 0, which serves the
+/// rendezvous store, one socket per other rank.
 
 #include <cstddef>
 

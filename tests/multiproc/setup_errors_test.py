@@ -15,8 +15,8 @@ processes (mccl_check over loopback TCP).
   the job itself runs to the end with every result checked.
 * An open-file limit (RLIMIT_NOFILE) below what the links need: every rank
   refuses at once naming the limit, the need and `ulimit -n`; a soft limit
-  below it with room under the hard one is raised and the job runs (an
-  alltoall among its ops connects every pair).
+  below it with room under the hard one is raised and the job runs its
+  checked ops.
 
 Set MCCL_CHECK to the mccl_check binary (the ctest entry does).
 """
