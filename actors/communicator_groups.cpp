@@ -39,12 +39,19 @@ std::vector<int64_t> exchange_in_store(store& s, uint32_t comm_id, uint64_t inde
 }
 
 /// The end of a split on a revoked communicator: every rank waits until
-/// every rank has its group (the store lives in rank 0's process).
-void barrier_in_store(store& s, uint32_t comm_id, uint64_t index, int rank, int world,
+/// every rank has its group. The store lives in one rank's process
+/// (`serves_store`), which leaves last: a rank still reading the others'
+/// "done" when that process exits would lose the store. So every rank says
+/// it has read them all, and the serving rank waits for that too.
+void barrier_in_store(store& s, uint32_t comm_id, uint64_t index, int rank, int world, bool serves_store,
                       std::chrono::milliseconds timeout) {
   s.set(split_key(comm_id, index, "done", rank), "1");
   for (int r = 0; r < world; ++r)
     s.get(split_key(comm_id, index, "done", r), timeout);
+  s.set(split_key(comm_id, index, "left", rank), "1");
+  if (serves_store)
+    for (int r = 0; r < world; ++r)
+      s.get(split_key(comm_id, index, "left", r), timeout);
 }
 
 } // namespace
@@ -79,7 +86,7 @@ communicator communicator::split(int color, int key) {
       }
     }
     if (over_store && p.world > 1)
-      barrier_in_store(rendezvous(), p.comm_id, index, p.rank, p.world, timeout);
+      barrier_in_store(rendezvous(), p.comm_id, index, p.rank, p.world, p.store_server != nullptr, timeout);
     if (failed)
       std::rethrow_exception(failed);
     return sub;

@@ -132,15 +132,13 @@ def revoke_then_shrink_and_split():
     except mccl.MCCLError as e:
         out["later"] = (type(e).__name__, e.code, str(e))
     out["revoked_after"] = g.revoked()
-    # Split before shrink: rank 0 serves the rendezvous store that ranks 1
-    # and 3 make their half with, so it must not return (and exit) before
-    # they have; its shrunk group's all_sum waits for rank 1, which has its
-    # half by then.
-    half = g.split(rank % 2)
-    out["split"] = (half.size(), int(md.all_sum(np.array([rank + 1], np.int64), group=half)[0]))
     if rank != 3:
         small = g.shrink([3])
         out["shrunk"] = (small.size(), int(md.all_sum(np.array([rank + 1], np.int64), group=small)[0]))
+    # Rank 0 serves the store this split meets in and returns (and exits)
+    # right after it: the split must keep it until every rank is done with it.
+    half = g.split(rank % 2)
+    out["split"] = (half.size(), int(md.all_sum(np.array([rank + 1], np.int64), group=half)[0]))
     return out
 
 
