@@ -10,10 +10,7 @@ work communicator::impl::submit(std::shared_ptr<op_request> req, const op_option
   if (finalized.load())
     throw error(errc::finalized,
                 describe(op) + " on rank " + std::to_string(rank) + ": the communicator was finalized");
-  if (core->revoked())
-    throw error(errc::revoked, describe(op) + " on rank " + std::to_string(rank) + ": the communicator is "
-                                 + core->why_revoked() + "; only shrink, split and finalize are accepted on a "
-                                   "revoked communicator");
+  refuse_if_revoked(describe(op));
   actors::check_op(op, rank, world);
   actors::resolve_compression(op, opts, cfg, rank, world);
   if (op.compression == compression_kind::topk && opts.error_feedback)
@@ -37,6 +34,13 @@ work communicator::impl::submit(std::shared_ptr<op_request> req, const op_option
   }
   core->submit(std::move(req), state);
   return w;
+}
+
+void communicator::impl::refuse_if_revoked(const std::string& what) const {
+  if (core->revoked())
+    throw error(errc::revoked, what + " on rank " + std::to_string(rank) + ": the communicator is "
+                                 + core->why_revoked() + "; only shrink, split and finalize are accepted on a "
+                                   "revoked communicator");
 }
 
 config_overrides communicator::impl::inherited_overrides() const {
@@ -197,10 +201,7 @@ std::vector<int> communicator::probe(uint32_t tag) {
   if (p.finalized.load())
     throw error(errc::finalized, "probe on rank " + std::to_string(p.rank)
                                    + ": the communicator was finalized");
-  if (p.core->revoked())
-    throw error(errc::revoked, "probe on rank " + std::to_string(p.rank) + ": the communicator is "
-                                 + p.core->why_revoked() + "; only shrink, split and finalize are accepted "
-                                   "on a revoked communicator");
+  p.refuse_if_revoked("probe");
   return p.core->probe(tag);
 }
 

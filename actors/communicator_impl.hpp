@@ -62,6 +62,9 @@ struct communicator::impl {
   /// The overrides a communicator made from this one starts with: its
   /// explicit settings, and the timeout set_timeout gave it.
   config_overrides inherited_overrides() const;
+  /// Throws errc::revoked naming `what` (an op, "probe"), this rank and who
+  /// revoked, once the communicator is revoked.
+  void refuse_if_revoked(const std::string& what) const;
   /// The residual kept under `key` (made empty on first use).
   std::shared_ptr<std::vector<float>> residual_for(uint64_t key);
   void finalize();
