@@ -1,5 +1,7 @@
 #include "transport/open_files.hpp"
 
+#include "config/log.hpp"
+
 #include <mccl/error.hpp>
 
 #include <sys/resource.h>
@@ -48,8 +50,12 @@ void ensure_open_files(std::size_t needed, const open_files_need& n) {
   auto soft_before = lim.rlim_cur;
   if (lim.rlim_max == RLIM_INFINITY || lim.rlim_max >= want) {
     lim.rlim_cur = static_cast<rlim_t>(want);
-    if (::setrlimit(RLIMIT_NOFILE, &lim) == 0)
+    if (::setrlimit(RLIMIT_NOFILE, &lim) == 0) {
+      MCCL_LOG(info, "rank " << n.rank << ": open-file limit (RLIMIT_NOFILE) raised from " << limit_text(soft_before)
+                             << " to " << want << " (hard limit " << limit_text(lim.rlim_max)
+                             << ") for the links of " << n.world << " ranks");
       return;
+    }
   }
   throw error(errc::invalid_config,
               "rank " + std::to_string(n.rank) + " of " + std::to_string(n.world)
