@@ -48,7 +48,11 @@ shm_segment shm_segment::create(std::size_t bytes) {
     throw error(errc::unsupported, os_error("memfd_create"));
   if (::ftruncate(s.fd_, static_cast<off_t>(total)) != 0)
     throw error(errc::unsupported, os_error("ftruncate of the shared segment"));
-  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.fd_, 0);
+  // Pages come when first touched, not here: a host of 64 ranks has 2016
+  // pairs with two 2 MiB rings each, most of which its algorithms never
+  // fill, and populating them all took 64 ranks' setup from about 0.5 s to
+  // 1.3-1.4 s (docs/performance.md).
+  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd_, 0);
   if (p == MAP_FAILED)
     throw error(errc::unsupported, os_error("mmap of the shared segment"));
   s.base_ = static_cast<uint8_t*>(p);
@@ -71,7 +75,7 @@ std::string shm_segment::open(pid_t pid, int fd, std::size_t bytes, uint64_t non
     ::close(mine);
     return path + " is not the peer's segment (size differs)";
   }
-  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, mine, 0);
+  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, mine, 0);
   ::close(mine);
   if (p == MAP_FAILED)
     return os_error(("mmap " + path).c_str());

@@ -47,64 +47,71 @@ connection_ptr make_connection(const std::shared_ptr<readiness_monitor>& monitor
                                               o.stripe_segment_bytes);
 }
 
-/// Dials stripe `tag.index` of the pair with `peer` at `ep` and runs the
-/// dialer's side of the handshake.
-handshaken dial_stripe(const mesh_options& o, int peer, const std::string& ep_text, const tcp::endpoint& ep,
-                       const stripe_tag& tag, asio::io_context& io, clock::time_point deadline) {
-  auto s = std::make_unique<tcp::socket>(io);
-  auto where = rank_str(peer) + " at " + ep_text
-               + (tag.count > 1 ? " (stripe " + std::to_string(tag.index) + " of "
-                                    + std::to_string(tag.count) + ")"
-                                : "");
-  auto err = connect_with_retry(*s, ep, deadline);
+/// A stripe dialled and greeted whose answer (hello_ack) has not been read.
+struct greeted {
+  int peer = -1;
+  stripe_tag tag;
+  std::unique_ptr<tcp::socket> socket; ///< null once answered
+  std::string ep_text;                 ///< the address dialled, "10.0.0.2:4000"
+  std::string where;                   ///< "rank 1 at 10.0.0.2:4000 (stripe 0 of 2)"
+};
+
+/// Dials stripe `tag.index` of the pair with `peer` at `ep` and sends the
+/// hello; the answer is read later (take_answer), so a rank dials all its
+/// lower peers and serves its higher ones side by side.
+greeted greet(const mesh_options& o, int peer, const std::string& ep_text, const tcp::endpoint& ep,
+              const stripe_tag& tag, asio::io_context& io, clock::time_point deadline) {
+  greeted g{peer, tag, std::make_unique<tcp::socket>(io), ep_text,
+            rank_str(peer) + " at " + ep_text
+              + (tag.count > 1 ? " (stripe " + std::to_string(tag.index) + " of "
+                                   + std::to_string(tag.count) + ")"
+                               : "")};
+  auto err = connect_with_retry(*g.socket, ep, deadline);
   if (!err.empty())
     throw error(errc::connect_failed,
-                rank_str(o.rank) + " could not connect to " + where
+                rank_str(o.rank) + " could not connect to " + g.where
                   + " within MCCL_CONNECT_TIMEOUT_MS=" + std::to_string(o.connect_timeout.count())
                   + ": " + err);
-  tune_socket(*s, o.socket_buffer_bytes);
+  tune_socket(*g.socket, o.socket_buffer_bytes);
   wire::hello hi{static_cast<uint32_t>(o.rank), static_cast<uint32_t>(peer),
                  static_cast<uint32_t>(o.world), o.token};
-  err = send_control(*s, wire::frame_kind::hello, o.comm_id, wire::encode_hello(hi), deadline, tag);
-  // The peer answers once it is done dialling lower ranks: wait in slices.
-  while (err.empty() && !wait_fd(s->native_handle(), false, std::min(deadline, clock::now() + wait_slice))) {
-    if (clock::now() >= deadline)
-      break;
-    if (o.on_wait)
-      o.on_wait();
-  }
+  err = send_control(*g.socket, wire::frame_kind::hello, o.comm_id, wire::encode_hello(hi), deadline, tag);
+  if (!err.empty())
+    throw error(errc::connect_failed, "handshake with " + g.where + " failed: " + err);
+  return g;
+}
+
+/// Reads and checks the peer's answer to `g`'s hello (its socket is
+/// readable); returns the stripe, or throws why the peer refused.
+handshaken take_answer(const mesh_options& o, greeted& g, clock::time_point deadline) {
   wire::frame_header h;
   std::vector<uint8_t> payload;
-  if (err.empty())
-    err = read_control(*s, deadline, h, payload);
+  auto err = read_control(*g.socket, deadline, h, payload);
   if (!err.empty())
-    throw error(errc::connect_failed, "handshake with " + where + " failed: " + err);
+    throw error(errc::connect_failed, "handshake with " + g.where + " failed: " + err);
   if (h.kind == wire::frame_kind::refuse) {
     std::string why;
     auto text = wire::decode_text(payload.data(), payload.size(), &why);
-    throw error(errc::handshake_refused, where + " refused the connection from " + rank_str(o.rank)
+    throw error(errc::handshake_refused, g.where + " refused the connection from " + rank_str(o.rank)
                                            + ": " + (text ? *text : why));
   }
   std::string why;
   auto ack = wire::decode_hello(payload.data(), payload.size(), &why);
   if (h.kind != wire::frame_kind::hello_ack || h.comm_id != o.comm_id || !ack
-      || ack->from_rank != static_cast<uint32_t>(peer) || !tokens_equal(ack->token, o.token)
-      || h.chunk != static_cast<uint32_t>(tag.index))
-    throw error(errc::handshake_refused, "unexpected handshake reply from " + where + " ("
+      || ack->from_rank != static_cast<uint32_t>(g.peer) || !tokens_equal(ack->token, o.token)
+      || h.chunk != static_cast<uint32_t>(g.tag.index))
+    throw error(errc::handshake_refused, "unexpected handshake reply from " + g.where + " ("
                                            + wire::to_string(h.kind) + (why.empty() ? "" : ": " + why) + ")");
-  return {std::move(s), ep_text};
+  return {std::move(g.socket), g.ep_text};
 }
 
-/// Dials every stripe of the pair with `peer`; *published gets what the
-/// peer published (a resumer dials it again).
-connection_ptr dial(const std::shared_ptr<readiness_monitor>& monitor, const mesh_options& o, int peer,
-                    asio::io_context& io, clock::time_point deadline, std::string* published) {
+/// What `peer` published in the store (its listening addresses), waiting
+/// for it until `deadline`.
+std::string published_by(const mesh_options& o, int peer, clock::time_point deadline) {
   auto key = o.key_prefix + "ep/" + std::to_string(peer);
   for (;;) {
-    if (auto v = o.rendezvous->try_get(key)) {
-      *published = *v;
-      break;
-    }
+    if (auto v = o.rendezvous->try_get(key))
+      return *v;
     if (o.on_wait)
       o.on_wait();
     auto now = clock::now();
@@ -115,19 +122,9 @@ connection_ptr dial(const std::shared_ptr<readiness_monitor>& monitor, const mes
                     + " to publish its endpoint");
     std::this_thread::sleep_for(std::min<clock::duration>(std::chrono::milliseconds(20), deadline - now));
   }
-  auto eps = parse_endpoints(*published, peer);
-  int count = stripes_for_pair(o.sockets_per_peer, eps.size());
-  std::vector<handshaken> stripes;
-  for (int i = 0; i < count; ++i) {
-    const auto& [text, ep] = eps[static_cast<std::size_t>(i) % eps.size()];
-    stripes.push_back(dial_stripe(o, peer, text, ep, stripe_tag{o.sockets_per_peer, count, i}, io, deadline));
-  }
-  if (count > 1)
-    MCCL_LOG(debug, rank_str(o.rank) << ": " << count << " sockets to " << rank_str(peer));
-  return make_connection(monitor, o, peer, std::move(stripes));
 }
 
-/// The stripes of one higher rank's pair that have arrived so far.
+/// The stripes of one pair that are through the handshake so far.
 struct arriving {
   int count = 0;
   std::vector<handshaken> stripes; ///< by stripe index; empty socket = not yet
@@ -240,41 +237,75 @@ std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monit
   o.rendezvous->set(o.key_prefix + "ep/" + std::to_string(o.rank), published);
   MCCL_LOG(debug, rank_str(o.rank) << " listening on " << published);
 
-  // Lower ranks first: a rank accepts only after its own dials, and rank 0
-  // dials nobody, so by induction every dial is eventually answered.
+  // Every rank dials its lower peers and accepts its higher ones. The dials
+  // only connect and send the hello; their answers are read in the same
+  // loop that accepts, so nobody waits for a peer to finish its own dials
+  // first (waiting made a chain as long as the world: 64 ranks spent most of
+  // their setup in it).
   std::vector<std::string> endpoints(static_cast<std::size_t>(o.world));
-  for (int peer = 0; peer < o.rank; ++peer)
-    conns[peer] = dial(monitor, o, peer, local, deadline, &endpoints[peer]);
+  std::vector<greeted> greetings;
+  std::vector<arriving> partial(static_cast<std::size_t>(o.world));
+  for (int peer = 0; peer < o.rank; ++peer) {
+    endpoints[peer] = published_by(o, peer, deadline);
+    auto eps = parse_endpoints(endpoints[peer], peer);
+    int count = stripes_for_pair(o.sockets_per_peer, eps.size());
+    partial[peer].count = count;
+    partial[peer].stripes.resize(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) {
+      const auto& [text, ep] = eps[static_cast<std::size_t>(i) % eps.size()];
+      greetings.push_back(greet(o, peer, text, ep, stripe_tag{o.sockets_per_peer, count, i}, local, deadline));
+    }
+    if (count > 1)
+      MCCL_LOG(debug, rank_str(o.rank) << ": " << count << " sockets to " << rank_str(peer));
+  }
+  auto add_stripe = [&](int peer, int index, handshaken stripe) {
+    auto& a = partial[peer];
+    a.stripes[static_cast<std::size_t>(index)] = std::move(stripe);
+    if (++a.have == a.count)
+      conns[peer] = make_connection(monitor, o, peer, std::move(a.stripes));
+  };
 
   std::vector<int> listening;
   for (auto& a : acceptors)
     listening.push_back(a->native_handle());
-  std::vector<arriving> partial(static_cast<std::size_t>(o.world));
   // Strays (idle, slow or garbage connections) are read side by side with
   // the real peers, each for at most 5 s: any number of them cannot hold
   // the job up.
   hello_gate gate(local, rank_str(o.rank), o.comm_id, std::chrono::seconds(5));
-  int expected = o.world - 1 - o.rank;
-  while (expected > 0) {
-    if (clock::now() >= deadline) {
-      std::string missing;
-      for (int r = o.rank + 1; r < o.world; ++r)
-        if (!conns[r])
-          missing += (missing.empty() ? "" : ", ") + std::to_string(r)
-                     + (partial[r].have > 0 ? " (" + std::to_string(partial[r].have) + " of "
-                                                + std::to_string(partial[r].count) + " sockets)"
-                                            : "");
+  auto missing = [&](int from, int to) {
+    std::string out;
+    for (int r = from; r < to; ++r)
+      if (!conns[r])
+        out += (out.empty() ? "" : ", ") + std::to_string(r)
+               + (partial[r].have > 0 ? " (" + std::to_string(partial[r].have) + " of "
+                                          + std::to_string(partial[r].count) + " sockets)"
+                                      : "");
+    return out;
+  };
+  for (;;) {
+    auto unanswered = missing(0, o.rank), unconnected = missing(o.rank + 1, o.world);
+    if (unanswered.empty() && unconnected.empty())
+      break;
+    if (clock::now() >= deadline)
       throw error(errc::connect_failed,
                   rank_str(o.rank) + " at " + published + " timed out after "
                     "MCCL_CONNECT_TIMEOUT_MS=" + std::to_string(o.connect_timeout.count())
-                    + " waiting for rank(s) " + missing + " to connect"
+                    + " waiting for rank(s) "
+                    + (unconnected.empty() ? unanswered + " to answer its hello"
+                                           : unconnected + " to connect"
+                                               + (unanswered.empty() ? ""
+                                                                     : " and rank(s) " + unanswered
+                                                                         + " to answer its hello"))
                     + (gate.strays() > 0 ? " (meanwhile it refused " + std::to_string(gate.strays())
                                              + " stray connection(s), logged above)"
                                          : ""));
-    }
     if (o.on_wait)
       o.on_wait();
-    for (auto& in : gate.wait(listening, std::min(deadline, clock::now() + wait_slice))) {
+    std::vector<int> awaiting_answers;
+    for (auto& g : greetings)
+      if (g.socket)
+        awaiting_answers.push_back(g.socket->native_handle());
+    for (auto& in : gate.wait(listening, std::min(deadline, clock::now() + wait_slice), awaiting_answers)) {
       auto& s = in.socket;
       const auto& h = in.header;
       wire::hello hi;
@@ -303,12 +334,11 @@ std::vector<connection_ptr> build_tcp_mesh(const std::shared_ptr<readiness_monit
         a.count = tag.count;
         a.stripes.resize(static_cast<std::size_t>(tag.count));
       }
-      a.stripes[h.chunk] = handshaken{std::move(s), in.remote};
-      if (++a.have < a.count)
-        continue;
-      conns[hi.from_rank] = make_connection(monitor, o, static_cast<int>(hi.from_rank), std::move(a.stripes));
-      --expected;
+      add_stripe(static_cast<int>(hi.from_rank), tag.index, handshaken{std::move(s), in.remote});
     }
+    for (auto& g : greetings)
+      if (g.socket && wait_fd(g.socket->native_handle(), false, clock::now()))
+        add_stripe(g.peer, g.tag.index, take_answer(o, g, deadline));
   }
   if (gate.strays() + gate.pending() > 0)
     MCCL_LOG(warn, rank_str(o.rank) << " refused " << gate.strays() << " stray connection(s) to "
