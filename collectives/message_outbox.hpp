@@ -7,9 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <utility>
+#include <vector>
 
 namespace mccl {
 
@@ -32,11 +31,17 @@ public:
 
 private:
   struct outgoing {
+    int peer = -1;
+    uint32_t step = 0;
     std::shared_ptr<const void> owner;
     std::size_t frames_left = 0;
   };
+  outgoing* find(int peer, uint32_t step);
+
   std::size_t frame_bytes_;
-  std::map<std::pair<uint32_t, int>, outgoing> messages_; ///< by (step, peer)
+  /// Few per op (steps x peers): a vector searched from the back, where
+  /// the latest sends are, beats a map's allocations.
+  std::vector<outgoing> messages_;
 };
 
 } // namespace mccl

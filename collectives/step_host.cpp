@@ -14,12 +14,23 @@ namespace mccl {
 
 namespace {
 
-class step_host final : public algorithm, public step_io {
+/// Frames of MCCL_CHUNK_BYTES rounded down to a multiple of 64 bytes, so
+/// that parts never split an element of a power-of-two size up to 64.
+std::size_t frame_bytes_for(const collective_args& args) {
+  return std::max<std::size_t>(64, args.chunk_bytes / 64 * 64);
+}
+
+/// The op's arguments, a base of step_host so that they are built before
+/// the step_io base that refers to them.
+struct held_args {
+  collective_args held;
+};
+
+class step_host final : private held_args, public algorithm, public step_io {
 public:
   step_host(collective_io& io, const collective_args& args, std::unique_ptr<step_collective> c)
-    : io_(io), args_(args), collective_(std::move(c)),
-      inbox_(std::max<std::size_t>(1, args.chunk_bytes)),
-      outbox_(std::max<std::size_t>(1, args.chunk_bytes)) {}
+    : held_args{args}, step_io(held), io_(io), collective_(std::move(c)),
+      inbox_(frame_bytes_for(args)), outbox_(frame_bytes_for(args)) {}
 
   // ---- algorithm: what the op session calls ----
   void start() override {
@@ -47,18 +58,17 @@ public:
   }
 
   // ---- step_io: what the collective calls ----
-  const collective_args& args() const noexcept override { return args_; }
-
   void send(int peer, uint32_t step, const void* data, std::size_t bytes,
             std::shared_ptr<const void> owner) override {
     outbox_.send(io_, peer, step, static_cast<const uint8_t*>(data), bytes, std::move(owner));
   }
 
   void receive(int peer, uint32_t step, std::size_t bytes, void* dst) override {
-    if (peer < 0 || peer >= args_.world || peer == args_.rank)
-      throw error(errc::invalid_argument, "asks for a message from rank " + std::to_string(peer));
-    // Landing spots can only be added while the op starts (landing.hpp).
-    inbox_.ask(peer, step, bytes, static_cast<uint8_t*>(dst), starting_ ? io_.landing() : nullptr);
+    ask(peer, step, bytes, dst, false);
+  }
+
+  void receive_parts(int peer, uint32_t step, std::size_t bytes, void* dst) override {
+    ask(peer, step, bytes, dst, true);
   }
 
   void finish() override {
@@ -72,6 +82,14 @@ public:
   }
 
 private:
+  void ask(int peer, uint32_t step, std::size_t bytes, void* dst, bool parts) {
+    if (peer < 0 || peer >= world() || peer == rank())
+      throw error(errc::invalid_argument, "asks for a message from rank " + std::to_string(peer));
+    // Landing spots can only be added while the op starts (landing.hpp).
+    inbox_.ask(peer, step, bytes, static_cast<uint8_t*>(dst), parts,
+               starting_ ? io_.landing() : nullptr);
+  }
+
   /// Hands over every ready message, one handler at a time: a message
   /// asked for inside a handler waits for that handler to return.
   void deliver_ready() {
@@ -87,7 +105,6 @@ private:
   }
 
   collective_io& io_;
-  collective_args args_;
   std::unique_ptr<step_collective> collective_;
   message_inbox inbox_;
   message_outbox outbox_;

@@ -5,9 +5,10 @@
 /// instance per op, on the thread that drives the op. It talks in
 /// messages: one message per (peer, step), of any size. mccl does the rest:
 ///
-///   - it cuts every message into frames of MCCL_CHUNK_BYTES and joins the
-///     frames of a received one again (straight into a destination you
-///     name, when you name it);
+///   - it cuts every message into frames of MCCL_CHUNK_BYTES (rounded down
+///     to a multiple of 64 bytes) and joins the frames of a received one
+///     again (straight into a destination you name, when you name it), or
+///     hands it over part by part as it comes, when you ask for that;
 ///   - it holds what a peer sent for a step you have not asked for yet, and
 ///     hands messages over in step order: one of step s only once every
 ///     message you asked for of earlier steps was handed over. A fast peer
@@ -49,13 +50,18 @@
 
 namespace mccl {
 
-/// A whole message from a peer. `data` is valid during on_message() only
-/// (unless it points into a destination of yours): copy what you keep.
+/// A message from a peer: the whole of it, or one part of one asked for
+/// with receive_parts(). `data` is valid during on_message() only (unless
+/// it points into a destination of yours): copy what you keep.
 struct step_message {
   int peer = -1;
   uint32_t step = 0;
   const uint8_t* data = nullptr;
   std::size_t bytes = 0;
+  /// Where `data` starts in the whole message (0 for a whole one).
+  std::size_t offset = 0;
+  /// True when the message is now fully delivered (always for a whole one).
+  bool last = true;
 
   /// The payload as `bytes / sizeof(T)` values of T.
   template <class T>
@@ -67,12 +73,13 @@ struct step_message {
 /// What the runtime does for a step collective. Valid for the op's life.
 class step_io {
 public:
+  explicit step_io(const collective_args& args) : args_(args) {}
   virtual ~step_io() = default;
 
   /// This rank, the world size, the op (its buffers, count, dtype, redop).
-  virtual const collective_args& args() const noexcept = 0;
-  int rank() const noexcept { return args().rank; }
-  int world() const noexcept { return args().world; }
+  const collective_args& args() const noexcept { return args_; }
+  int rank() const noexcept { return args_.rank; }
+  int world() const noexcept { return args_.world; }
 
   /// Sends `bytes` at `data` as this op's message (peer, step); one send
   /// per (peer, step). `owner` is held until the last frame has left, and
@@ -99,12 +106,25 @@ public:
   /// into place where the transport allows.
   virtual void receive(int peer, uint32_t step, std::size_t bytes, void* dst = nullptr) = 0;
 
+  /// The same, delivered in parts as its frames arrive (in the same step
+  /// order): each on_message() gets one part, `m.offset` bytes into the
+  /// message, and `m.last` marks the part that completes it. For work that
+  /// goes element by element (a combine), so that it overlaps the
+  /// transfer instead of waiting for the whole message. Parts start at
+  /// multiples of 64 bytes: elements of 1, 2, 4, 8, 16, 32 or 64 bytes are
+  /// never split. Without `dst`, parts are handed over where the link put
+  /// them, uncopied.
+  virtual void receive_parts(int peer, uint32_t step, std::size_t bytes, void* dst = nullptr) = 0;
+
   /// The op succeeded; it completes once every frame has left. Call it
   /// after the last message you asked for arrived.
   virtual void finish() = 0;
 
   /// The op failed; `why` is wrapped with the op, sequence and where().
   virtual void fail(errc code, const std::string& why) = 0;
+
+private:
+  const collective_args& args_;
 };
 
 /// The state machine of one op of a custom collective.

@@ -58,7 +58,7 @@ TEST(StepMessages, FramesAreJoinedAndHeldUntilAskedFor) {
   in.add(frame(1, 0, 1, bytes("efg"))); // the second frame first, before the ask
   step_message m;
   EXPECT_FALSE(in.next(m));
-  in.ask(1, 0, 7, nullptr, nullptr);
+  in.ask(1, 0, 7, nullptr, false, nullptr);
   EXPECT_FALSE(in.next(m)); // half of it is in
   in.add(frame(1, 0, 0, bytes("abcd")));
   ASSERT_TRUE(in.next(m));
@@ -70,9 +70,9 @@ TEST(StepMessages, FramesAreJoinedAndHeldUntilAskedFor) {
 
 TEST(StepMessages, ALaterStepWaitsForEveryMessageAskedForOfEarlierSteps) {
   message_inbox in(16);
-  in.ask(1, 0, 1, nullptr, nullptr);
-  in.ask(2, 0, 1, nullptr, nullptr);
-  in.ask(1, 1, 1, nullptr, nullptr);
+  in.ask(1, 0, 1, nullptr, false, nullptr);
+  in.ask(2, 0, 1, nullptr, false, nullptr);
+  in.ask(1, 1, 1, nullptr, false, nullptr);
   in.add(frame(1, 1, 0, bytes("c"))); // step 1 complete first
   in.add(frame(2, 0, 0, bytes("b")));
   step_message m;
@@ -95,7 +95,7 @@ TEST(StepMessages, ALaterStepWaitsForEveryMessageAskedForOfEarlierSteps) {
 TEST(StepMessages, AMessageIsAssembledAtTheDestinationNamed) {
   message_inbox in(2);
   char dst[5] = {};
-  in.ask(3, 2, 5, reinterpret_cast<uint8_t*>(dst), nullptr);
+  in.ask(3, 2, 5, reinterpret_cast<uint8_t*>(dst), false, nullptr);
   in.add(frame(3, 2, 2, bytes("e")));
   in.add(frame(3, 2, 0, bytes("ab")));
   in.add(frame(3, 2, 1, bytes("cd")));
@@ -105,9 +105,33 @@ TEST(StepMessages, AMessageIsAssembledAtTheDestinationNamed) {
   EXPECT_EQ(std::string(dst, 5), "abcde");
 }
 
+TEST(StepMessages, PartsAreHandedOutAsTheyComeInStepOrder) {
+  message_inbox in(2);
+  in.ask(1, 0, 1, nullptr, false, nullptr);
+  in.ask(2, 1, 4, nullptr, true, nullptr);
+  in.add(frame(2, 1, 1, bytes("cd"))); // a part of step 1 first: held
+  step_message m;
+  EXPECT_FALSE(in.next(m));
+  in.add(frame(1, 0, 0, bytes("a")));
+  ASSERT_TRUE(in.next(m));
+  EXPECT_EQ(text(m), "a");
+  in.release(m);
+  ASSERT_TRUE(in.next(m));
+  EXPECT_EQ(text(m), "cd");
+  EXPECT_EQ(m.offset, 2u);
+  EXPECT_FALSE(m.last);
+  in.release(m);
+  EXPECT_FALSE(in.next(m));
+  in.add(frame(2, 1, 0, bytes("ab")));
+  ASSERT_TRUE(in.next(m));
+  EXPECT_EQ(text(m), "ab");
+  EXPECT_EQ(m.offset, 0u);
+  EXPECT_TRUE(m.last);
+}
+
 TEST(StepMessages, AFrameThatDoesNotFitOrComesTwiceIsAProtocolError) {
   message_inbox in(4);
-  in.ask(1, 0, 6, nullptr, nullptr);
+  in.ask(1, 0, 6, nullptr, false, nullptr);
   try {
     in.add(frame(1, 0, 1, bytes("xyz"))); // the last frame holds 2 bytes
     FAIL();
