@@ -21,8 +21,9 @@ program_phase::range_bytes program_phase::bytes_of(const sched::xfer& x) const {
 }
 
 bool program_phase::start(step_io& io) {
-  // Every message is asked for now: the runtime reads them into its own
-  // memory as they come and hands them over step by step.
+  // Every message is asked for now: the runtime hands them over step by
+  // step, in parts as they come where no part can split an element (so the
+  // combine overlaps the transfer), else whole.
   for (std::size_t s = 0; s < prog_.steps.size(); ++s) {
     std::vector<std::pair<int, std::size_t>> from; // (peer, bytes), one message each
     for (const auto& x : prog_.steps[s].xfers) {
@@ -34,8 +35,12 @@ bool program_phase::start(step_io& io) {
       else
         it->second += bytes_of(x).bytes;
     }
+    bool parts = 64 % elem_bytes_ == 0;
     for (const auto& [peer, bytes] : from)
-      io.receive(peer, first_step_ + static_cast<uint32_t>(s), bytes);
+      if (parts)
+        io.receive_parts(peer, first_step_ + static_cast<uint32_t>(s), bytes);
+      else
+        io.receive(peer, first_step_ + static_cast<uint32_t>(s), bytes);
   }
   return run_steps(io);
 }
@@ -68,18 +73,26 @@ bool program_phase::run_steps(step_io& io) {
 }
 
 bool program_phase::on_message(step_io& io, const step_message& m) {
+  // The message is the peer's transfers of this step back to back; the
+  // part [m.offset, m.offset + m.bytes) of it goes where it overlaps them.
   std::size_t at = 0;
+  auto part_end = m.offset + m.bytes;
   for (const auto& x : prog_.steps[step_].xfers) {
     if (x.kind == sched::xfer_kind::send || x.peer != m.peer)
       continue;
     auto r = bytes_of(x);
-    if (x.kind == sched::xfer_kind::recv_copy)
-      std::memcpy(work_ + r.offset, m.data + at, r.bytes);
-    else
-      combine_(work_ + r.offset, m.data + at, r.bytes / elem_bytes_);
+    auto lo = std::max(at, m.offset), hi = std::min(at + r.bytes, part_end);
+    if (lo < hi) {
+      auto* dst = work_ + r.offset + (lo - at);
+      auto* src = m.data + (lo - m.offset);
+      if (x.kind == sched::xfer_kind::recv_copy)
+        std::memcpy(dst, src, hi - lo);
+      else
+        combine_(dst, src, (hi - lo) / elem_bytes_);
+    }
     at += r.bytes;
   }
-  if (--awaiting_ > 0)
+  if (!m.last || --awaiting_ > 0)
     return false;
   ++step_;
   return run_steps(io);

@@ -14,9 +14,10 @@
 /// The program's blocks are a balanced split of the buffer's elements
 /// (sched::block_range). Each step sends one message per peer (the blocks
 /// the program sends it, in order, copied when the step starts, so the
-/// buffer may change while they travel) and applies what arrives: copied
-/// over the blocks, or combined into them. Steps run one after another,
-/// each once the previous one's messages are in.
+/// buffer may change while they travel) and applies what arrives, part by
+/// part as it comes for elements of 1 to 64 bytes (a power of two), whole
+/// otherwise: copied over the blocks, or combined into them. Steps run one
+/// after another, each once the previous one's messages are in.
 
 #include <mccl/program.hpp>
 #include <mccl/step_collective.hpp>
