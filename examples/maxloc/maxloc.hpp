@@ -11,13 +11,15 @@
 ///
 /// How it is built: a step collective (mccl/step_collective.hpp) that walks
 /// the recursive-doubling step program mccl's own "rd" allreduce uses
-/// (mccl::sched::rd_allreduce) with its own reduction. It sends and
-/// receives whole messages, one per partner and step; mccl cuts them into
-/// frames, holds a partner's message until this rank reaches its step, and
-/// frees what was sent once it has left.
+/// (mccl::sched::rd_allreduce) with its own reduction. It sends one
+/// message per partner and step and combines what arrives part by part as
+/// it comes; mccl cuts messages into frames, holds a partner's message
+/// until this rank reaches its step, and frees what was sent once it has
+/// left.
 
 #include <mccl/mccl.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -41,23 +43,25 @@ public:
       return io.fail(mccl::errc::invalid_argument,
                      std::string("maxloc takes float32 values, got ") + mccl::to_string(op.type));
     auto in = static_cast<const float*>(op.send);
-    for (std::size_t i = 0; i < op.count; ++i)
-      acc_.push_back({in[i], io.rank()});
-    // Ask for every partner's message now: mccl hands them over step by
-    // step, and reads them straight into place meanwhile.
+    acc_.resize(op.count);
+    std::transform(in, in + op.count, acc_.begin(), [&](float v) { return value_and_rank{v, io.rank()}; });
+    // Ask for every partner's message now, in parts: mccl hands them over
+    // step by step, each part as it arrives, so combining overlaps the
+    // transfer.
     program_ = mccl::sched::rd_allreduce(io.rank(), io.world());
     for (std::size_t s = 0; s < program_.steps.size(); ++s)
       for (const auto& x : program_.steps[s].xfers)
         if (x.kind != mccl::sched::xfer_kind::send)
-          io.receive(x.peer, static_cast<uint32_t>(s), acc_.size() * sizeof(value_and_rank));
+          io.receive_parts(x.peer, static_cast<uint32_t>(s), acc_.size() * sizeof(value_and_rank));
     run_steps(io, 0);
   }
 
   void on_message(mccl::step_io& io, const mccl::step_message& m) override {
     auto theirs = m.as<value_and_rank>();
-    for (std::size_t i = 0; i < acc_.size(); ++i)
-      acc_[i] = replace_ ? theirs[i] : better(acc_[i], theirs[i]);
-    if (--awaiting_ == 0)
+    auto mine = acc_.data() + m.offset / sizeof(value_and_rank);
+    for (std::size_t i = 0; i < m.count<value_and_rank>(); ++i)
+      mine[i] = replace_ ? theirs[i] : better(mine[i], theirs[i]);
+    if (m.last && --awaiting_ == 0)
       run_steps(io, step_ + 1);
   }
 
