@@ -1,6 +1,7 @@
 // Hosts a step collective (include/mccl/step_collective.hpp) as the op's
 // algorithm: frames in and out go through the message inbox and outbox,
-// and the collective's handlers see whole messages only.
+// and the collective's handlers see whole messages (or the parts of one it
+// asked for in parts), never frames.
 
 #include <mccl/step_collective.hpp>
 
