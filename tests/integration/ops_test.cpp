@@ -523,6 +523,40 @@ TEST(Custom, AStepCollectiveThatGetsAShorterMessageFailsNamingIt) {
   });
 }
 
+TEST(Custom, AStepCollectiveThatTimesOutNamesTheMessageItWaitsFor) {
+  // Rank 0 asks for a message of step 3 that rank 1 never sends: its op
+  // times out naming the collective's own where() and that message.
+  struct waits_forever final : mccl::step_collective {
+    void start(mccl::step_io& io) override {
+      if (io.rank() == 0)
+        io.receive(1, 3, 8);
+      else
+        io.finish();
+    }
+    void on_message(mccl::step_io&, const mccl::step_message&) override {}
+    std::string where() const override { return "phase two"; }
+  };
+  mccl::register_step_collective("waits_forever", [](const mccl::collective_args&) {
+    return std::make_unique<waits_forever>();
+  });
+  mccl::runtime rt;
+  run_ranks(rt, 2, settings(300), [](mccl::communicator& comm) {
+    float x = 0;
+    auto op = [&] { comm.custom("waits_forever", &x, &x, 1, mccl::dtype::float32).wait(); };
+    if (comm.rank() == 1) { // done at once, or told of rank 0's abort
+      try {
+        op();
+      } catch (const mccl::error&) {
+      }
+      return;
+    }
+    auto e = failure_of(op);
+    EXPECT_EQ(e.code(), mccl::errc::timeout) << e.what();
+    EXPECT_TRUE(contains(e.what(), "phase two, waiting for the message of step 3 from rank 1 (0 of 1 frames in)"))
+      << e.what();
+  });
+}
+
 TEST(Custom, AnUnregisteredNameIsRejectedWithTheRegisteredOnes) {
   mccl_examples::register_maxloc();
   mccl::runtime rt;
