@@ -201,8 +201,9 @@ public:
   /// Completes on a rank only after every rank has entered the barrier.
   work barrier();
 
-  /// A collective registered with register_collective(), by name. The
-  /// arguments mean what that collective documents.
+  /// A collective registered with register_step_collective() or
+  /// register_collective(), by name. The arguments mean what that
+  /// collective documents.
   work custom(const std::string& name, const void* send, void* recv, std::size_t count, dtype type,
               redop op = redop::sum, int root = 0);
 

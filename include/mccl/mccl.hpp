@@ -7,9 +7,12 @@
 /// - types.hpp, error.hpp, config.hpp (with algo_spec.hpp): dtypes and
 ///   reductions, errors, settings;
 /// - store.hpp, faults.hpp: a rendezvous store of your own, fault scenarios;
-/// - collective.hpp, program.hpp, schedule.hpp: the extension point for
-///   writing a collective of your own, and the pure schedule helpers mccl's
-///   algorithms are made of.
+/// - step_collective.hpp, program_phase.hpp: writing a collective of your
+///   own from whole messages (mccl chunks, holds early messages, keeps
+///   buffers alive), and running one of mccl's step programs inside it;
+/// - collective.hpp, program.hpp, schedule.hpp: the lower-level extension
+///   point (frames), and the pure schedule helpers mccl's algorithms are
+///   made of.
 ///
 /// Only the headers of include/mccl/ are installed, and none of them
 /// includes anything else of mccl's.
@@ -22,7 +25,9 @@
 #include <mccl/faults.hpp>
 #include <mccl/metrics.hpp>
 #include <mccl/program.hpp>
+#include <mccl/program_phase.hpp>
 #include <mccl/schedule.hpp>
+#include <mccl/step_collective.hpp>
 #include <mccl/store.hpp>
 #include <mccl/types.hpp>
 #include <mccl/work.hpp>

@@ -6,6 +6,7 @@
 
 #include "rank_threads.hpp"
 
+#include "../../examples/grad_norm/grad_norm.hpp"
 #include "../../examples/maxloc/maxloc.hpp"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <thread>
@@ -411,6 +413,148 @@ TEST(Custom, MaxlocFindsTheLargestValueAndItsRankOnEveryWorld) {
       }
     });
   }
+}
+
+TEST(Custom, GradNormSumsAndMeasuresInOneOp) {
+  // Two collectives in one op: the sum of every rank's gradients (checked
+  // against a built-in allreduce) and the L2 norm of that sum. Counts on
+  // both sides of the phase's program choice, frames of 4 KiB.
+  mccl_examples::register_grad_norm();
+  for (int world : {1, 2, 3, 4}) {
+    mccl::runtime rt;
+    auto o = settings();
+    o.set("MCCL_CHUNK_BYTES", 4096);
+    run_ranks(rt, world, o, [world](mccl::communicator& comm) {
+      for (std::size_t n : {std::size_t{1}, std::size_t{3000}, std::size_t{40000}}) {
+        for (auto op : {mccl::redop::sum, mccl::redop::avg}) {
+          std::vector<float> g(n);
+          for (std::size_t i = 0; i < n; ++i)
+            g[i] = static_cast<float>((i + 3 * static_cast<std::size_t>(comm.rank())) % 9) - 4.0f;
+          std::vector<float> out(n + 1);
+          comm.custom("grad_norm", g.data(), out.data(), n, mccl::dtype::float32, op).wait();
+          comm.allreduce(g.data(), n, mccl::dtype::float32, op).wait();
+          double squares = 0;
+          for (std::size_t i = 0; i < n; ++i) {
+            ASSERT_FLOAT_EQ(out[i], g[i]) << "world " << world << " count " << n << " element " << i;
+            squares += static_cast<double>(g[i]) * g[i];
+          }
+          EXPECT_NEAR(out[n], std::sqrt(squares), 1e-5 * std::sqrt(squares) + 1e-6)
+            << "world " << world << " count " << n;
+        }
+      }
+    });
+  }
+}
+
+TEST(Custom, AStepCollectiveReceivesIntoTheDestinationsItNames) {
+  // An allgather as a step collective: every rank sends its block to every
+  // other and asks, in start(), for theirs straight into its output (read
+  // there by the link where it can), in frames of 4 KiB.
+  struct gather_all final : mccl::step_collective {
+    void start(mccl::step_io& io) override {
+      const auto& op = io.args().op;
+      auto bytes = op.count * sizeof(float);
+      auto out = static_cast<uint8_t*>(op.recv);
+      std::memcpy(out + io.rank() * bytes, op.send, bytes);
+      for (int p = 0; p < io.world(); ++p) {
+        if (p == io.rank())
+          continue;
+        io.send(p, 0, op.send, bytes, nullptr); // the input stays unchanged until the op ends
+        io.receive(p, 0, bytes, out + p * bytes);
+      }
+      if (io.world() == 1)
+        io.finish();
+    }
+    void on_message(mccl::step_io& io, const mccl::step_message&) override {
+      if (++received_ == io.world() - 1)
+        io.finish();
+    }
+    int received_ = 0;
+  };
+  mccl::register_step_collective("gather_all", [](const mccl::collective_args&) {
+    return std::make_unique<gather_all>();
+  });
+  for (int world : {1, 3}) {
+    mccl::runtime rt;
+    auto o = settings();
+    o.set("MCCL_CHUNK_BYTES", 4096);
+    run_ranks(rt, world, o, [world](mccl::communicator& comm) {
+      for (std::size_t n : {std::size_t{10}, std::size_t{100003}}) {
+        std::vector<float> in(n), out(n * world);
+        for (std::size_t i = 0; i < n; ++i)
+          in[i] = static_cast<float>(comm.rank() * 1000000 + i);
+        comm.custom("gather_all", in.data(), out.data(), n, mccl::dtype::float32).wait();
+        for (int r = 0; r < world; ++r)
+          for (std::size_t i = 0; i < n; ++i)
+            ASSERT_EQ(out[r * n + i], static_cast<float>(r * 1000000 + i)) << "rank " << r << " element " << i;
+      }
+    });
+  }
+}
+
+TEST(Custom, AStepCollectiveThatGetsAShorterMessageFailsNamingIt) {
+  // Rank 1 asks for more bytes than rank 0 sends: its op fails, naming the
+  // message, its length and the step.
+  struct lopsided final : mccl::step_collective {
+    void start(mccl::step_io& io) override {
+      int peer = 1 - io.rank();
+      io.send(peer, 0, std::vector<uint8_t>(100));
+      io.receive(peer, 0, io.rank() == 1 ? 200 : 100);
+    }
+    void on_message(mccl::step_io& io, const mccl::step_message&) override { io.finish(); }
+  };
+  mccl::register_step_collective("lopsided", [](const mccl::collective_args&) {
+    return std::make_unique<lopsided>();
+  });
+  mccl::runtime rt;
+  run_ranks(rt, 2, settings(2000), [](mccl::communicator& comm) {
+    float x = 0;
+    auto op = [&] { comm.custom("lopsided", &x, &x, 1, mccl::dtype::float32).wait(); };
+    if (comm.rank() == 0) { // got what it asked for: may succeed or see the abort
+      try {
+        op();
+      } catch (const mccl::error&) {
+      }
+      return;
+    }
+    auto e = failure_of(op);
+    EXPECT_EQ(e.code(), mccl::errc::protocol_error) << e.what();
+    EXPECT_TRUE(contains(e.what(), "step 0 from rank 0 has 100 bytes, expected 200")) << e.what();
+  });
+}
+
+TEST(Custom, AStepCollectiveThatTimesOutNamesTheMessageItWaitsFor) {
+  // Rank 0 asks for a message of step 3 that rank 1 never sends: its op
+  // times out naming the collective's own where() and that message.
+  struct waits_forever final : mccl::step_collective {
+    void start(mccl::step_io& io) override {
+      if (io.rank() == 0)
+        io.receive(1, 3, 8);
+      else
+        io.finish();
+    }
+    void on_message(mccl::step_io&, const mccl::step_message&) override {}
+    std::string where() const override { return "phase two"; }
+  };
+  mccl::register_step_collective("waits_forever", [](const mccl::collective_args&) {
+    return std::make_unique<waits_forever>();
+  });
+  mccl::runtime rt;
+  run_ranks(rt, 2, settings(300), [](mccl::communicator& comm) {
+    float x = 0;
+    auto op = [&] { comm.custom("waits_forever", &x, &x, 1, mccl::dtype::float32).wait(); };
+    if (comm.rank() == 1) { // done at once, or told of rank 0's abort
+      try {
+        op();
+      } catch (const mccl::error&) {
+      }
+      return;
+    }
+    auto e = failure_of(op);
+    EXPECT_EQ(e.code(), mccl::errc::timeout) << e.what();
+    EXPECT_TRUE(contains(e.what(), "phase two, waiting for the message of step 3 from rank 1 (0 of 1 frames in)"))
+      << e.what();
+  });
 }
 
 TEST(Custom, AnUnregisteredNameIsRejectedWithTheRegisteredOnes) {
