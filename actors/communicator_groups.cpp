@@ -33,7 +33,7 @@ std::vector<int64_t> exchange_in_store(store& s, uint32_t comm_id, uint64_t inde
     auto text = s.get(split_key(comm_id, index, "in", r), timeout);
     if (std::sscanf(text.c_str(), "%ld %ld", &all[2 * r], &all[2 * r + 1]) != 2)
       throw error(errc::rendezvous_failed, "split on rank " + std::to_string(rank) + ": rank " + std::to_string(r)
-                                             + " published " + quoted(text) + ", not a color and a key");
+                                             + " published " + mccl::quoted(text) + ", not a color and a key");
   }
   return all;
 }
