@@ -113,6 +113,10 @@ void put(dtype t, void* p, std::size_t i, double v) {
     case dtype::boolean: b[i] = v != 0 ? 1 : 0; break;
     case dtype::int32: { auto x = static_cast<uint32_t>(static_cast<int64_t>(v)); std::memcpy(b + 4 * i, &x, 4); break; }
     case dtype::int64: { auto x = static_cast<int64_t>(v); std::memcpy(b + 8 * i, &x, 8); break; }
+    case dtype::int16:
+    case dtype::uint16: { auto x = static_cast<uint16_t>(static_cast<int64_t>(v)); std::memcpy(b + 2 * i, &x, 2); break; }
+    case dtype::uint32: { auto x = static_cast<uint32_t>(static_cast<int64_t>(v)); std::memcpy(b + 4 * i, &x, 4); break; }
+    case dtype::uint64: { auto x = static_cast<uint64_t>(static_cast<int64_t>(v)); std::memcpy(b + 8 * i, &x, 8); break; }
   }
 }
 
@@ -128,6 +132,10 @@ double get(dtype t, const void* p, std::size_t i) {
     case dtype::boolean: return b[i];
     case dtype::int32: { int32_t x; std::memcpy(&x, b + 4 * i, 4); return x; }
     case dtype::int64: { int64_t x; std::memcpy(&x, b + 8 * i, 8); return static_cast<double>(x); }
+    case dtype::int16: { int16_t x; std::memcpy(&x, b + 2 * i, 2); return x; }
+    case dtype::uint16: { uint16_t x; std::memcpy(&x, b + 2 * i, 2); return x; }
+    case dtype::uint32: { uint32_t x; std::memcpy(&x, b + 4 * i, 4); return x; }
+    case dtype::uint64: { uint64_t x; std::memcpy(&x, b + 8 * i, 8); return static_cast<double>(x); }
   }
   return 0;
 }

@@ -63,9 +63,10 @@ TEST(OpActorSupervision, AnOpActorThatDiesFailsItsOpAndAbortsTheCommunicatorOnEv
     } catch (const mccl::error& e) {
       what = e.what();
     }
-    if (comm.rank() == 1)
+    if (comm.rank() == 1) {
       EXPECT_NE(what.find("its op actor failed: an exception that is not a std::exception"), std::string::npos)
         << "rank 1: " << (what.empty() ? "the op succeeded" : what);
+    }
     // Another rank's op may have had all it needed before rank 1 threw.
     // Either way the communicator aborted on every rank, naming rank 1:
     // the next op fails.
