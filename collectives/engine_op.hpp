@@ -56,6 +56,11 @@ private:
     message = std::move(m);
     e_.reported(*this);
   }
+  void dropped_duplicate(int peer, const wire::frame_header& h) override {
+    if (e_.opts_.faults)
+      e_.opts_.faults->reaction("duplicate_dropped", peer, transport::key_of(h),
+                                describe_op() + " already had this chunk: the copy was dropped");
+  }
 
   engine& e_;
 };
