@@ -182,5 +182,5 @@ TEST(FaultScenario, ShippedExamplesParse) {
     EXPECT_NO_THROW(load_fault_scenario(dir + "/" + name)) << name;
   }
   closedir(d);
-  EXPECT_GE(files, 9); // one per fault kind
+  EXPECT_GE(files, 13); // one per fault kind, one per fault on chunks
 }
