@@ -1,9 +1,10 @@
 // Faults on chunk messages ("on": "chunk", collectives/chunk_faults.hpp),
 // ranks as threads, over TCP and shared memory: a delayed or reordered
 // chunk still gives exact results; a duplicated one is dropped by its op
-// (counted in the report) and results stay exact; a dropped one fails its
-// op at MCCL_TIMEOUT_MS on every rank, naming op, seq, rank, phase and the
-// peer it waits on. Each case checks what the fault report says.
+// (counted in the report and the metrics) and results stay exact; a
+// dropped one fails its op at MCCL_TIMEOUT_MS on every rank, naming op,
+// seq, rank, phase and the peer it waits on. Each case checks what the
+// fault report says.
 
 #include <mccl/mccl.hpp>
 
@@ -188,6 +189,7 @@ TEST_P(ChunkFaults, ReorderedChunksGiveExactResults) {
 
 TEST_P(ChunkFaults, DuplicatedChunksAreDroppedByTheirOp) {
   const int world = 3;
+  auto dropped_before = mccl::get_metrics().duplicate_chunks_dropped;
   auto run = run_with_faults(rt_, world, R"({"seed": 5, "faults": [
       {"kind": "duplicate", "on": "chunk", "link": "*->*", "probability": 0.2, "count": 0}]})",
                              settings(), exact_ops);
@@ -203,6 +205,7 @@ TEST_P(ChunkFaults, DuplicatedChunksAreDroppedByTheirOp) {
     copies += injected;
   }
   EXPECT_GT(copies, 20u);
+  EXPECT_EQ(mccl::get_metrics().duplicate_chunks_dropped - dropped_before, copies);
 }
 
 TEST_P(ChunkFaults, ADroppedChunkFailsItsOpAtTheTimeoutOnEveryRank) {
