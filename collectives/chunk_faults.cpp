@@ -52,7 +52,7 @@ std::unique_ptr<chunk_faults> chunk_faults::make(const transport::fault_scenario
   }
   if (rules.empty())
     return nullptr;
-  return std::make_unique<chunk_faults>(s, std::move(rules), std::move(recorder), start);
+  return std::unique_ptr<chunk_faults>(new chunk_faults(s, std::move(rules), std::move(recorder), start));
 }
 
 chunk_faults::chunk_faults(const transport::fault_scenario& s, std::vector<rule> rules,
@@ -85,7 +85,8 @@ chunk_faults::rule* chunk_faults::decide(int peer, const wire::frame_header& h, 
 }
 
 void chunk_faults::admit(transport::received_frame f, clock::time_point now, const pass_fn& pass) {
-  // Frames held for reorder before this one go on after it.
+  // Frames held for reorder before this one go on after it (taken out
+  // first: passing one on may abort the communicator, which clears held_).
   std::vector<transport::received_frame> after;
   for (auto i = held_.begin(); i != held_.end();) {
     if (i->reordered && same_op(i->frame, f)) {
@@ -139,8 +140,8 @@ void chunk_faults::release_due(clock::time_point now, const pass_fn& pass) {
       ++i;
     }
   }
-  // Passing one on may admit nothing here (routing never calls admit), so
-  // held_ is not changed under the loop.
+  // Taken out first: passing one on may abort the communicator, which
+  // clears held_.
   for (auto& f : due)
     pass(std::move(f));
 }

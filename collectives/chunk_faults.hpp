@@ -57,15 +57,15 @@ public:
   /// in place points into its op's memory, which the op's caller may free.
   void clear() noexcept { held_.clear(); }
 
+private:
   struct rule {
-    const transport::fault_spec* spec;
-    std::size_t index; ///< in the scenario
+    const transport::fault_spec* spec; ///< in the scenario, which outlives the engine
+    std::size_t index;                 ///< in the scenario
     uint64_t fired = 0;
   };
   chunk_faults(const transport::fault_scenario& s, std::vector<rule> rules,
                std::shared_ptr<transport::fault_recorder> recorder, clock::time_point start);
 
-private:
   struct held_frame {
     transport::received_frame frame;
     clock::time_point due;
