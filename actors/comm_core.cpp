@@ -56,6 +56,7 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   eo.pool = init_.pool;
   eo.resumable = init_.resumer && init_.cfg.transport_crc && init_.cfg.reconnect.count() > 0;
   eo.faults = init_.faults;
+  eo.scenario = init_.scenario;
   eo.flight = flight_;
   eo.trace = trace_;
   // The op actors run on this communicator's driving unit, drained by the

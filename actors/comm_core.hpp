@@ -64,6 +64,8 @@ struct comm_core_init {
   std::shared_ptr<transport::resumer> resumer;
   /// The fault report (MCCL_FAULTS); null: no scenario.
   std::shared_ptr<transport::fault_recorder> faults;
+  /// The fault scenario, whose chunk faults the engine injects; null: none.
+  std::shared_ptr<const transport::fault_scenario> scenario;
   /// Every rank on this host: small collectives go over this board
   /// (collectives/board_collectives.hpp); null: all over the engine.
   std::shared_ptr<transport::shm_board> board;

@@ -350,6 +350,8 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   ci.watchdog = rt->watchdog;
   ci.resumer = resumer;
   ci.faults = p->fault_report;
+  if (injector)
+    ci.scenario = std::make_shared<const transport::fault_scenario>(injector->scenario());
   ci.board = board;
   p->core = actors::comm_core::create(std::move(ci));
   {

@@ -4,16 +4,20 @@
 /// of blocks and receives a list of blocks, each chunked, all at once.
 ///
 /// Receives do not assume the sender's chunk size (MCCL_CHUNK_BYTES may
-/// differ between ranks): chunks of a block arrive in order on one link,
-/// so each lands after the bytes before it. Every block is at least one
-/// frame, so an empty block is still confirmed and a sender whose size
-/// differs from ours is caught at its first frame.
+/// differ between ranks): chunks of a block are taken in order, so each
+/// lands after the bytes before it. They leave in order on one link, but
+/// may reach the op out of order (a fault scenario's delayed or reordered
+/// chunk message): one that comes ahead waits, keeping its payload, until
+/// the chunks before it are in. Every block is at least one frame, so an
+/// empty block is still confirmed and a sender whose size differs from
+/// ours is caught at its first frame.
 
 #include "collectives/builtin.hpp"
 #include "collectives/chunking.hpp"
 #include "collectives/scratch.hpp"
 
 #include <cstring>
+#include <map>
 #include <vector>
 
 namespace mccl::builtin {
@@ -26,12 +30,15 @@ struct outgoing_block {
 };
 
 struct incoming_block {
+  incoming_block(int peer, uint8_t* data, std::size_t bytes) : peer(peer), data(data), bytes(bytes) {}
   int peer;
   uint8_t* data;
   std::size_t bytes;      ///< expected size
   std::size_t have = 0;   ///< landed so far
   uint32_t next_chunk = 0;
   bool done = false;
+  /// Chunks that came before next_chunk did, by number (see above).
+  std::map<uint32_t, incoming_chunk> ahead;
 };
 
 class block_mover final : public algorithm {
@@ -90,23 +97,51 @@ public:
     if (!b)
       return io_.fail(errc::protocol_error, "unexpected chunk from rank " + std::to_string(c.peer)
                                               + " (" + name_ + " expects nothing more from it)");
-    if (sized_ && c.chunk == 0 && c.message_bytes != b->bytes)
-      return io_.fail(errc::invalid_argument, size_mismatch(*b, c.message_bytes));
-    if (c.step != 0 || c.chunk != b->next_chunk)
-      return io_.fail(errc::protocol_error, "chunk " + std::to_string(c.chunk) + " of step "
-                                              + std::to_string(c.step) + " from rank "
-                                              + std::to_string(c.peer) + ", expected chunk "
-                                              + std::to_string(b->next_chunk) + " of step 0");
-    if (c.len > b->bytes - b->have)
+    // A block of n bytes comes in at most n chunks (one when empty).
+    bool ahead = c.step == 0 && c.chunk > b->next_chunk && c.chunk < std::max<std::size_t>(b->bytes, 1);
+    if (ahead) {
+      if (!b->ahead.emplace(c.chunk, c).second)
+        return io_.fail(errc::protocol_error, "duplicate chunk " + std::to_string(c.chunk)
+                                                + " of step 0 from rank " + std::to_string(c.peer));
+      return;
+    }
+    if (!take(*b, c))
+      return;
+    while (!b->done && !b->ahead.empty() && b->ahead.begin()->first == b->next_chunk) {
+      auto next = std::move(b->ahead.begin()->second);
+      b->ahead.erase(b->ahead.begin());
+      if (!take(*b, next))
+        return;
+    }
+    if (b->done && !b->ahead.empty()) // chunks beyond the block's end: the sender sends more
       return io_.fail(sized_ ? errc::invalid_argument : errc::protocol_error,
-                      size_mismatch(*b, b->have + c.len));
-    if (c.len > 0 && c.data != b->data + b->have) // not received in place
-      std::memcpy(b->data + b->have, c.data, c.len);
-    b->have += c.len;
-    ++b->next_chunk;
-    if (b->have == b->bytes)
-      b->done = true;
+                      size_mismatch(*b, b->have + b->ahead.begin()->second.len));
     maybe_finish();
+  }
+
+  /// Lands chunk c, the next one of block b; false when it failed the op.
+  bool take(incoming_block& b, const incoming_chunk& c) {
+    if (sized_ && c.chunk == 0 && c.message_bytes != b.bytes) {
+      io_.fail(errc::invalid_argument, size_mismatch(b, c.message_bytes));
+      return false;
+    }
+    if (c.step != 0 || c.chunk != b.next_chunk) {
+      io_.fail(errc::protocol_error, "chunk " + std::to_string(c.chunk) + " of step " + std::to_string(c.step)
+                                       + " from rank " + std::to_string(c.peer) + ", expected chunk "
+                                       + std::to_string(b.next_chunk) + " of step 0");
+      return false;
+    }
+    if (c.len > b.bytes - b.have) {
+      io_.fail(sized_ ? errc::invalid_argument : errc::protocol_error, size_mismatch(b, b.have + c.len));
+      return false;
+    }
+    if (c.len > 0 && c.data != b.data + b.have) // not received in place
+      std::memcpy(b.data + b.have, c.data, c.len);
+    b.have += c.len;
+    ++b.next_chunk;
+    if (b.have == b.bytes)
+      b.done = true;
+    return true;
   }
 
   void on_sent(int, uint32_t, uint32_t) override {}

@@ -69,6 +69,10 @@ engine::engine(engine_options opts, std::vector<transport::connection_ptr> conns
     transport::channel_listener& self = *this;
     channels_[peer] = std::make_unique<transport::channel>(co, std::move(conns[peer]), self, now_);
   }
+  if (opts_.scenario) {
+    chunk_faults_ = chunk_faults::make(*opts_.scenario, opts_.rank, opts_.faults, now_);
+    route_fn_ = [this](transport::received_frame f) { route(std::move(f)); };
+  }
 }
 
 engine::~engine() {
@@ -363,6 +367,10 @@ bool engine::end_of_pass(clock::time_point now) {
     settle();
     moved = true;
   }
+  if (chunk_faults_) {
+    chunk_faults_->release_due(now, route_fn_);
+    settle();
+  }
   if (check_due_.exchange(false)) {
     check_health(); // after reading every channel: a peer's bytes waiting here are not its silence
     settle();
@@ -454,6 +462,8 @@ engine::clock::time_point engine::grace_due(leadership&) const {
 
 engine::clock::time_point engine::next_due(leadership& l) const {
   auto due = grace_due(l);
+  if (chunk_faults_)
+    due = std::min(due, chunk_faults_->next_due()); // a delayed chunk is passed on by a pass
   // A channel with bytes queued waits for writability, not for a time (its
   // heartbeat is queued behind them anyway).
   for (const auto& c : channels_)

@@ -31,6 +31,7 @@
 /// Completions run after the leader has let go of the engine, on that
 /// thread, never while it is held: a Work's callback may issue the next op.
 
+#include "collectives/chunk_faults.hpp"
 #include "collectives/flight_recorder.hpp"
 #include "collectives/trace.hpp"
 #include "collectives/op.hpp"
@@ -96,6 +97,9 @@ struct engine_options {
   /// MCCL_TRANSPORT_CRC and a resumer).
   bool resumable = false;
   std::shared_ptr<transport::fault_recorder> faults; ///< null: no scenario
+  /// The scenario whose "on": "chunk" faults act on the chunks this rank's
+  /// ops receive (chunk_faults.hpp); null: none.
+  std::shared_ptr<const transport::fault_scenario> scenario;
   std::shared_ptr<flight_recorder> flight;           ///< null: none
   std::shared_ptr<trace_recorder> trace;             ///< MCCL_TRACE; null: off
   /// Who runs the ops' state machines (op_runner.hpp): the communicator's
@@ -259,6 +263,8 @@ private:
   // channel_listener
   uint8_t* landing_for(int peer, const wire::frame_header& h) override;
   void on_frame(transport::received_frame f) override;
+  /// Hands a frame to its op, or keeps it for an op not started yet.
+  void route(transport::received_frame f);
   void on_sent(int peer, const transport::frame_ref& ref) override;
   void on_peer_abort(int peer, int origin, errc code, const std::string& reason) override;
   void on_peer_bye(int peer, uint64_t issued) override;
@@ -407,6 +413,9 @@ private:
   std::size_t running_bytes_ = 0;
   std::map<uint64_t, std::vector<transport::received_frame>> early_; ///< by seq
   std::size_t early_bytes_ = 0;
+  /// The scenario's chunk faults for this rank; null (the rule) when none.
+  std::unique_ptr<chunk_faults> chunk_faults_;
+  chunk_faults::pass_fn route_fn_; ///< route(), for chunk_faults_
   std::vector<engine_op*> reported_;
   std::vector<std::pair<op_ptr, op_report>> completions_; ///< run once the lead is let go
 

@@ -5,6 +5,7 @@
 /// goes back to the engine, which ends it at the next safe point.
 
 #include "collectives/engine.hpp"
+#include "collectives/metrics_registry.hpp"
 #include "collectives/op_session.hpp"
 
 namespace mccl {
@@ -55,6 +56,12 @@ private:
     code = c;
     message = std::move(m);
     e_.reported(*this);
+  }
+  void dropped_duplicate(int peer, const wire::frame_header& h) override {
+    metrics_registry::count_duplicate_chunk();
+    if (e_.opts_.faults)
+      e_.opts_.faults->reaction("duplicate_dropped", peer, transport::key_of(h),
+                                describe_op() + " already had this chunk: the copy was dropped");
   }
 
   engine& e_;

@@ -145,6 +145,8 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
   MCCL_LOG(debug, describe(*op) << (p2p ? "" : " seq " + std::to_string(op->seq)) << ": " << name);
   if (!p2p)
     routes_[op->seq] = &eo;
+  if (chunk_faults_)
+    eo.drop_duplicates(); // chunks may come twice: a copy is dropped, not an error
   eo.runner = runners_->runner_for(eo);
   eo.runner->start(take_early(eo));
   if (eo.reported())
@@ -225,6 +227,14 @@ void engine::deliver_matches(std::vector<p2p_matcher::match>& matches) {
 }
 
 void engine::on_frame(transport::received_frame f) {
+  // The one place where a frame that arrived becomes a chunk for its op:
+  // a scenario's chunk faults act here, and only when it has some.
+  if (chunk_faults_)
+    return chunk_faults_->admit(std::move(f), now_, route_fn_);
+  route(std::move(f));
+}
+
+void engine::route(transport::received_frame f) {
   if (aborted_ || shut_down_)
     return;
   auto peer = f.peer;
@@ -233,8 +243,10 @@ void engine::on_frame(transport::received_frame f) {
     std::vector<p2p_matcher::match> matched;
     auto receiver = matchers_[peer].on_frame(f, &matched);
     if (receiver != 0) {
+      // A receive that ended ignores it, as a collective does, and counts
+      // it when it looks for copies (op_session::drop_duplicates).
       auto o = ops_.find(receiver);
-      if (o != ops_.end() && !o->second->reported())
+      if (o != ops_.end())
         deliver(*o->second, f);
       return;
     }
@@ -381,6 +393,8 @@ void engine::abort(errc code, const std::string& why, int origin, const std::str
   queued_to_all_ = true;
   early_.clear();
   early_bytes_ = 0;
+  if (chunk_faults_)
+    chunk_faults_->clear();
   for (auto& [id, op] : ops_)
     if (!op->reported())
       fail(*op, code, why);

@@ -47,6 +47,7 @@ registry& global() {
 
 std::atomic<uint64_t> actor_messages{0};
 std::atomic<uint64_t> thread_wakeups{0};
+std::atomic<uint64_t> duplicate_chunks{0};
 
 void remember(std::deque<double>& window, double ms) {
   window.push_back(ms);
@@ -109,6 +110,10 @@ void count_actor_messages(uint64_t n) noexcept {
   actor_messages.fetch_add(n, std::memory_order_relaxed);
 }
 
+void count_duplicate_chunk() noexcept {
+  duplicate_chunks.fetch_add(1, std::memory_order_relaxed);
+}
+
 void count_thread_wakeup() noexcept {
   thread_wakeups.fetch_add(1, std::memory_order_relaxed);
 }
@@ -138,6 +143,7 @@ metrics_summary get_metrics() {
   }
   s.actor_messages = actor_messages.load(std::memory_order_relaxed);
   s.thread_wakeups = thread_wakeups.load(std::memory_order_relaxed);
+  s.duplicate_chunks_dropped = duplicate_chunks.load(std::memory_order_relaxed);
   fill_percentiles(all, s.p50_latency_ms, s.p99_latency_ms);
   for (auto& [name, k] : s.ops)
     fill_percentiles(per_kind[name], k.p50_latency_ms, k.p99_latency_ms);
@@ -157,6 +163,7 @@ void reset_metrics() {
   r.totals = metrics_summary{};
   actor_messages.store(0, std::memory_order_relaxed);
   thread_wakeups.store(0, std::memory_order_relaxed);
+  duplicate_chunks.store(0, std::memory_order_relaxed);
   r.latencies_ms.clear();
   r.kinds.clear();
   // Links whose channel is gone (only the registry holds their counters)
@@ -189,6 +196,8 @@ std::string describe(const metrics_summary& m) {
         << " in, " << l.retransmits << " retransmits, " << l.reconnects << " reconnects";
   out << "; actors: " << m.actor_messages << " op-actor messages, " << m.thread_wakeups
       << " thread wake-ups";
+  if (m.duplicate_chunks_dropped > 0) // only under a fault scenario
+    out << "; " << m.duplicate_chunks_dropped << " duplicate chunks dropped";
   return out.str();
 }
 
@@ -222,6 +231,9 @@ std::string to_prometheus(const metrics_summary& m, int rank) {
   out << "mccl_actor_messages_total{" << r << "} " << m.actor_messages << '\n';
   family("mccl_thread_wakeups_total", "counter", "Wake-ups of one thread by another for an op.");
   out << "mccl_thread_wakeups_total{" << r << "} " << m.thread_wakeups << '\n';
+  family("mccl_duplicate_chunks_dropped_total", "counter",
+         "Copies of chunks an op already had, dropped (fault scenarios).");
+  out << "mccl_duplicate_chunks_dropped_total{" << r << "} " << m.duplicate_chunks_dropped << '\n';
   auto per_link = [&](const char* name, const char* help, auto value) {
     family(name, "counter", help);
     for (const auto& l : m.links)

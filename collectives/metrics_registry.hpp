@@ -21,5 +21,7 @@ std::shared_ptr<transport::link_counters> register_link(uint32_t comm_id, int ra
 /// thread_wakeups): relaxed atomic adds, no lock.
 void count_actor_messages(uint64_t n) noexcept;
 void count_thread_wakeup() noexcept;
+/// metrics_summary::duplicate_chunks_dropped.
+void count_duplicate_chunk() noexcept;
 
 } // namespace mccl::metrics_registry

@@ -39,7 +39,7 @@ void op_session::start_op() {
 void op_session::start_op(std::vector<transport::received_frame>& early) {
   start_op();
   for (auto& f : early) {
-    if (reported_)
+    if (reported_ && !seen_) // done, and not counting copies: the rest is never used
       return;
     if (landing_)
       landing_->passed_on(f.peer, f.header);
@@ -62,6 +62,8 @@ bool op_session::next_senders(std::vector<int>& peers) const {
 }
 
 void op_session::deliver(transport::received_frame& c) {
+  if (seen_ && !seen_->first_time(c.peer, c.header.step, c.header.chunk))
+    return dropped_duplicate(c.peer, c.header);
   guarded([&] {
     if (!p2p()) {
       auto mismatch = check_signature(c.header, c.peer);

@@ -10,6 +10,7 @@
 /// the algorithm finished, every send has left the caller's buffer and every
 /// ack is in.
 
+#include "collectives/chunk_ledger.hpp"
 #include "collectives/landing.hpp"
 #include "collectives/registry.hpp"
 #include "transport/received_frame.hpp"
@@ -36,6 +37,11 @@ public:
   void deliver(transport::received_frame& f);
   /// One of this op's frames has fully left (its memory may be reused).
   void frame_sent(int peer, uint32_t step, uint32_t chunk);
+  /// From now on a chunk that came before (same peer, step and chunk) is
+  /// dropped before the algorithm sees it, and told to dropped_duplicate().
+  /// Off by default: without it a copy fails the op (the algorithms check),
+  /// and the check costs one branch per chunk.
+  void drop_duplicates() { seen_ = std::make_unique<chunk_ledger>(); }
 
   /// True once the outcome was reported (success or failure).
   bool reported() const noexcept { return reported_; }
@@ -66,6 +72,8 @@ protected:
   virtual void emit(int peer, const wire::frame_header& h, const uint8_t* data, std::size_t len) = 0;
   /// The outcome, exactly once; message is empty on success.
   virtual void report(errc code, std::string message) = 0;
+  /// A copy of a chunk it already had was dropped (drop_duplicates()).
+  virtual void dropped_duplicate(int /*peer*/, const wire::frame_header& /*h*/) {}
   /// Where channels may receive this op's chunks in place (set before
   /// start_op() by a host that offers receive in place).
   std::shared_ptr<landing_map> landing_;
@@ -95,6 +103,7 @@ private:
   std::vector<bool> ack_requested_; ///< by peer: our first frame asked for an ack
   std::size_t acks_pending_ = 0;
   bool reported_ = false;
+  std::unique_ptr<chunk_ledger> seen_; ///< drop_duplicates(); null: off
 };
 
 /// The step number of ack frames (no algorithm uses it).

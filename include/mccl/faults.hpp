@@ -14,6 +14,11 @@
 /// `count` times (0: no limit), and a draw from the seeded generator falls
 /// below `probability`. Rank faults act on the process of `rank`: at the
 /// first frame it sends of op `seq`, or after_ms.
+///
+/// With "on": "chunk", drop, delay, duplicate and reorder act one layer
+/// up, on the chunk messages rank b's ops receive from rank a (where a
+/// frame that arrived becomes a chunk for its op's actor), with the same
+/// triggers plus `op` (the op kind the sender issued).
 
 #include <cstdint>
 #include <optional>
@@ -42,14 +47,24 @@ bool is_link_fault(fault_kind kind) noexcept;
 
 constexpr int any_rank = -1;
 
+/// Where a link fault acts: on the frames a link sends (the connection
+/// decorator, below the link actor), or on the chunk messages an op
+/// receives (between the link actor and the op actor).
+enum class fault_layer : uint8_t { link, chunk };
+
+/// "link", "chunk"
+const char* to_string(fault_layer layer) noexcept;
+
 struct fault_spec {
   fault_kind kind = fault_kind::drop;
+  fault_layer on = fault_layer::link; ///< link faults only
   int from = any_rank; ///< link faults: the sending rank
   int to = any_rank;   ///< link faults: the receiving rank
   int rank = any_rank; ///< rank faults
   std::optional<uint64_t> seq;
   std::optional<uint32_t> step;
   std::optional<uint32_t> chunk;
+  std::optional<std::string> op; ///< chunk faults: the op kind ("allreduce", "send", ...)
   uint64_t after_ms = 0;
   double probability = 1.0;
   uint64_t count = 1; ///< times it fires at most; 0: no limit

@@ -77,6 +77,28 @@ TEST(FaultScenario, CorruptFlipsOneBitByDefault) {
   EXPECT_EQ(s.faults.at(0).bits, 1u);
 }
 
+TEST(FaultScenario, ChunkFaultsTakeOnChunkAndAnOpKind) {
+  auto s = parse_fault_scenario(R"({"faults": [
+      {"kind": "drop", "on": "chunk", "link": "1->0", "seq": 4, "op": "allreduce"},
+      {"kind": "delay", "on": "chunk", "link": "*->*", "ms": 30, "probability": 0.5, "count": 0},
+      {"kind": "duplicate", "on": "chunk", "link": "0->1", "step": 1, "chunk": 2},
+      {"kind": "reorder", "on": "chunk", "link": "0->1", "after_ms": 5},
+      {"kind": "reorder", "on": "link", "link": "0->1"},
+      {"kind": "drop", "link": "0->1"}]})",
+                                "t");
+  ASSERT_EQ(s.faults.size(), 6u);
+  EXPECT_EQ(s.faults[0].on, fault_layer::chunk);
+  EXPECT_EQ(*s.faults[0].op, "allreduce");
+  EXPECT_EQ(s.faults[0].from, 1);
+  EXPECT_EQ(s.faults[0].to, 0);
+  EXPECT_EQ(s.faults[1].ms, 30u);
+  EXPECT_EQ(s.faults[2].on, fault_layer::chunk);
+  EXPECT_EQ(*s.faults[2].chunk, 2u);
+  EXPECT_EQ(s.faults[4].on, fault_layer::link);
+  EXPECT_EQ(s.faults[5].on, fault_layer::link); // the default
+  EXPECT_FALSE(s.faults[5].op.has_value());
+}
+
 TEST(FaultScenario, MalformedFilesNameWhatIsWrong) {
   struct bad_case {
     const char* text;
@@ -106,6 +128,16 @@ TEST(FaultScenario, MalformedFilesNameWhatIsWrong) {
     {R"({"faults": [{"kind": "crash", "rank": 1, "exit_code": 0}]})", {"\"exit_code\" must be"}},
     {R"({"faults": [{"kind": "freeze", "rank": 1, "chunk": 2}]})", {"unknown key \"chunk\""}},
     {R"({"faults": [{"kind": "drop", "link": "0->1"}, 3]})", {"fault #1 must be a JSON object"}},
+    {R"({"faults": [{"kind": "drop", "on": "op", "link": "0->1"}]})",
+     {"fault #0 (drop)", "\"on\" must be \"link\"", "or \"chunk\"", "got \"op\""}},
+    {R"({"faults": [{"kind": "corrupt", "on": "chunk", "link": "0->1"}]})",
+     {"\"on\" must be \"link\" (only drop, delay, duplicate and reorder act on chunks)"}},
+    {R"({"faults": [{"kind": "crash", "on": "chunk", "rank": 1}]})", {"unknown key \"on\""}},
+    {R"({"faults": [{"kind": "drop", "on": "chunk", "link": "0->1", "op": "allreduse"}]})",
+     {"\"op\" must be an op kind", "got \"allreduse\""}},
+    {R"({"faults": [{"kind": "drop", "link": "0->1", "op": "allreduce"}]})", {"unknown key \"op\""}},
+    {R"({"faults": [{"kind": "delay", "on": "chunk", "link": "0->1", "ms": 60001}]})",
+     {"\"ms\" must be the delay in milliseconds (1..60000)"}},
   };
   for (const auto& c : cases) {
     auto msg = parse_error(c.text);
@@ -150,5 +182,5 @@ TEST(FaultScenario, ShippedExamplesParse) {
     EXPECT_NO_THROW(load_fault_scenario(dir + "/" + name)) << name;
   }
   closedir(d);
-  EXPECT_GE(files, 9); // one per fault kind
+  EXPECT_GE(files, 13); // one per fault kind, one per fault on chunks
 }

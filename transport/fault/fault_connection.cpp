@@ -174,8 +174,9 @@ fault_connection::fault_connection(connection_ptr inner, std::shared_ptr<fault_i
   const auto& s = injector_->scenario();
   for (std::size_t i = 0; i < s.faults.size(); ++i) {
     const auto& f = s.faults[i];
-    if (!is_link_fault(f.kind) || !matches_rank(f.from, me) || !matches_rank(f.to, peer_))
-      continue;
+    if (!is_link_fault(f.kind) || f.on != fault_layer::link || !matches_rank(f.from, me)
+        || !matches_rank(f.to, peer_))
+      continue; // another link's, a rank's, or one that acts on the ops' chunks (chunk_faults.hpp)
     bool timed = (f.kind == fault_kind::close || f.kind == fault_kind::stall) && !f.seq && !f.step
                  && !f.chunk;
     auto seed = mix(mix(mix(s.seed, i), static_cast<uint64_t>(me)), static_cast<uint64_t>(peer_));

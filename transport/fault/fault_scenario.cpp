@@ -1,5 +1,6 @@
 #include <mccl/faults.hpp>
 
+#include <mccl/collective.hpp>
 #include <mccl/error.hpp>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,10 @@ const char* to_string(fault_kind kind) noexcept {
     case fault_kind::freeze: return "freeze";
   }
   return "?";
+}
+
+const char* to_string(fault_layer layer) noexcept {
+  return layer == fault_layer::chunk ? "chunk" : "link";
 }
 
 bool is_link_fault(fault_kind kind) noexcept {
@@ -106,6 +111,34 @@ public:
     return {from, to};
   }
 
+  /// "link" (the default) or "chunk"; chunk only for the kinds that act
+  /// on a chunk message.
+  fault_layer layer(fault_kind kind) const {
+    const auto& v = j_.at("on");
+    bool chunk_kind = kind == fault_kind::drop || kind == fault_kind::delay || kind == fault_kind::duplicate
+                      || kind == fault_kind::reorder;
+    auto expected = chunk_kind ? "\"link\" (the frames a link sends) or \"chunk\" (the chunks an op receives)"
+                               : "\"link\" (only drop, delay, duplicate and reorder act on chunks)";
+    if (!v.is_string())
+      bad("on", expected);
+    auto text = v.get<std::string>();
+    if (text == "link")
+      return fault_layer::link;
+    if (text != "chunk" || !chunk_kind)
+      bad("on", expected);
+    return fault_layer::chunk;
+  }
+
+  /// An op kind's name, as MCCL_ALGO spells it.
+  std::string op_kind_name(const char* key) const {
+    const auto& v = j_.at(key);
+    op_kind kind;
+    if (!v.is_string() || !op_kind_from_string(v.get<std::string>(), kind))
+      bad(key, "an op kind (allreduce, broadcast, reduce, allgather, reduce_scatter, gather, scatter, "
+               "alltoall, barrier, send, custom)");
+    return v.get<std::string>();
+  }
+
   void only(const std::set<std::string>& allowed) const {
     for (auto it = j_.begin(); it != j_.end(); ++it)
       if (!allowed.count(it.key())) {
@@ -143,10 +176,17 @@ fault_spec read_fault(const json& j, const std::string& origin, std::size_t inde
   fault_reader r(j, where + " (" + name + ")");
   std::set<std::string> allowed{"kind", "after_ms", "seq", "note"};
   if (is_link_fault(f.kind)) {
-    allowed.insert({"link", "step", "chunk", "probability", "count"});
+    allowed.insert({"link", "step", "chunk", "probability", "count", "on"});
     if (!r.has("link"))
       r.bad("link", "a link \"a->b\" (rank numbers, or * for any rank)");
     std::tie(f.from, f.to) = r.link();
+    if (r.has("on"))
+      f.on = r.layer(f.kind);
+    if (f.on == fault_layer::chunk) {
+      allowed.insert("op");
+      if (r.has("op"))
+        f.op = r.op_kind_name("op");
+    }
   } else {
     allowed.insert("rank");
     if (!r.has("rank"))
@@ -154,12 +194,17 @@ fault_spec read_fault(const json& j, const std::string& origin, std::size_t inde
     f.rank = r.rank("rank", false);
   }
   switch (f.kind) {
-    case fault_kind::delay:
+    case fault_kind::delay: {
+      // A chunk is held in the engine's memory while its op waits: past a
+      // minute the op's timeout would end it anyway (that is a drop).
+      auto range = f.on == fault_layer::chunk ? std::string("the delay in milliseconds (1..60000)")
+                                              : std::string("the delay in milliseconds (1..600000)");
       allowed.insert("ms");
       if (!r.has("ms"))
-        r.bad("ms", "the delay in milliseconds (1..600000)");
-      f.ms = r.uint("ms", 1, 600000, "the delay in milliseconds (1..600000)");
+        r.bad("ms", range);
+      f.ms = r.uint("ms", 1, f.on == fault_layer::chunk ? 60000 : 600000, range);
       break;
+    }
     case fault_kind::stall:
       allowed.insert("ms");
       if (r.has("ms"))
