@@ -12,7 +12,7 @@ using mccl::driver_kind;
 
 namespace {
 
-flight_recorder::op_info collective(uint64_t seq, std::size_t bytes = 1024) {
+flight_recorder::op_info recorded_collective(uint64_t seq, std::size_t bytes = 1024) {
   flight_recorder::op_info info;
   info.kind = mccl::op_kind::allreduce;
   info.seq = seq;
@@ -30,7 +30,7 @@ std::size_t lines(const std::string& text) {
 TEST(FlightRecorder, KeepsTheLastNOpsOldestFirst) {
   flight_recorder rec(3);
   for (uint64_t seq = 0; seq < 5; ++seq)
-    rec.ended(rec.started(collective(seq)), flight_recorder::state::done);
+    rec.ended(rec.started(recorded_collective(seq)), flight_recorder::state::done);
   auto text = rec.dump(1, 9, "test");
   EXPECT_EQ(lines(text), 3u) << text;
   EXPECT_EQ(text.find("seq 1,"), std::string::npos) << text;
@@ -45,9 +45,9 @@ TEST(FlightRecorder, KeepsTheLastNOpsOldestFirst) {
 TEST(FlightRecorder, TracksLastEnqueuedAndCompletedSeq) {
   flight_recorder rec(2);
   EXPECT_EQ(rec.progress_note(), "last enqueued seq none, last completed seq none");
-  auto a = rec.started(collective(0));
-  auto b = rec.started(collective(1));
-  auto c = rec.started(collective(2));
+  auto a = rec.started(recorded_collective(0));
+  auto b = rec.started(recorded_collective(1));
+  auto c = rec.started(recorded_collective(2));
   rec.ended(a, flight_recorder::state::done); // fell out of the window: ignored
   rec.ended(b, flight_recorder::state::done);
   rec.ended(c, flight_recorder::state::failed);
@@ -58,7 +58,7 @@ TEST(FlightRecorder, TracksLastEnqueuedAndCompletedSeq) {
 
 TEST(FlightRecorder, PointToPointDoesNotMoveTheCollectiveSeq) {
   flight_recorder rec(4);
-  rec.ended(rec.started(collective(5)), flight_recorder::state::done);
+  rec.ended(rec.started(recorded_collective(5)), flight_recorder::state::done);
   flight_recorder::op_info send;
   send.kind = mccl::op_kind::send;
   send.collective = false;
@@ -73,8 +73,8 @@ TEST(FlightRecorder, PointToPointDoesNotMoveTheCollectiveSeq) {
 
 TEST(FlightRecorder, FirstOutcomeSticksAndAbortMarksRunningOps) {
   flight_recorder rec(4);
-  auto failed = rec.started(collective(0));
-  auto running = rec.started(collective(1));
+  auto failed = rec.started(recorded_collective(0));
+  auto running = rec.started(recorded_collective(1));
   rec.ended(failed, flight_recorder::state::failed);
   rec.ended(failed, flight_recorder::state::done);
   rec.abort_running();
@@ -87,7 +87,7 @@ TEST(FlightRecorder, FirstOutcomeSticksAndAbortMarksRunningOps) {
 
 TEST(FlightRecorder, RunningOpsShowHowLongTheyRun) {
   flight_recorder rec(4);
-  auto info = collective(3);
+  auto info = recorded_collective(3);
   info.driver = driver_kind::caller;
   rec.started(info);
   EXPECT_NE(rec.dump(0, 0, "x").find("seq 3, 1024 B, ring (driven by the caller): running for"),
@@ -96,7 +96,7 @@ TEST(FlightRecorder, RunningOpsShowHowLongTheyRun) {
 
 TEST(FlightRecorder, ZeroCapacityKeepsNothing) {
   flight_recorder rec(0);
-  rec.ended(rec.started(collective(0)), flight_recorder::state::done);
+  rec.ended(rec.started(recorded_collective(0)), flight_recorder::state::done);
   EXPECT_NE(rec.dump(0, 0, "x").find(" off"), std::string::npos);
   EXPECT_EQ(rec.last_enqueued_seq(), 0u); // still counted for error messages
 }
