@@ -246,10 +246,12 @@ public:
   /// here (new rank = place among the survivors), with this one's
   /// settings. Every survivor calls it with the same set; it is not an op of
   /// this communicator (which may have aborted) and needs nothing from the
-  /// excluded ranks. The survivors meet in this communicator's rendezvous
-  /// store: the default one lives in rank 0's process, so rank 0 can be
-  /// excluded only when the communicator was created with a store of your
-  /// own. Bounded by MCCL_CONNECT_TIMEOUT_MS; returns once every survivor
+  /// excluded ranks, which may be dead or hung. The survivors meet in this
+  /// communicator's rendezvous store; when the rank whose process serves it
+  /// (rank 0 for the default store) is excluded, they meet instead in the
+  /// standby store of the lowest surviving rank, new rank 0, which serves
+  /// the new communicator's store from then on (docs/cpp-api.md, "Shrink").
+  /// Bounded by MCCL_CONNECT_TIMEOUT_MS; returns once every survivor
   /// has connected. Finalize this communicator when you no longer need it.
   communicator shrink(const std::vector<int>& excluded);
 
