@@ -78,8 +78,10 @@ meeting_place shrink_meeting_place(const communicator::impl& p, const std::vecto
       n += gone[r] ? 0 : 1;
     return n;
   };
+  // A store mccl serves whose host is not known (a split group without the
+  // parent's serving rank) may be anywhere: meet in a standby store too.
   bool served_by_mccl = std::dynamic_pointer_cast<tcp_store_client>(p.rendezvous) != nullptr;
-  if (!served_by_mccl || (p.store_host >= 0 && !gone[p.store_host]))
+  if (p.store_host >= 0 ? !gone[p.store_host] : !served_by_mccl)
     return {p.rendezvous, p.store_host >= 0 ? new_rank(p.store_host) : -1,
             p.store_host >= 0 ? "the rendezvous store of rank " + std::to_string(p.store_host)
                               : std::string("the caller's rendezvous store")};
