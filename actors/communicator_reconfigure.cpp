@@ -29,6 +29,26 @@ uint64_t fnv1a(const std::string& text) {
   return h;
 }
 
+/// On member 0, whose process serves the store: wait until every member
+/// that was ready has said it read the decision, so that none is left
+/// without it because member 0 returned and exited first. A member that
+/// was never ready does not read it (it fails on its own, alike); the wait
+/// is bounded (1.5 s) for members that die meanwhile.
+void keep_decision_readable(store& s, const std::string& key, int world) {
+  auto until = clock_type::now() + std::chrono::milliseconds(1500);
+  for (int r = 1; r < world; ++r) {
+    try {
+      while (s.try_get(key + "ready/" + std::to_string(r)) && !s.try_get(key + "seen/" + std::to_string(r))) {
+        if (clock_type::now() >= until)
+          return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    } catch (const error&) {
+      return;
+    }
+  }
+}
+
 /// reconfigure() for any member, old or new: the checks, building the
 /// communicator, and the decision. `overrides` are the member's settings.
 communicator reconfigure_member(const std::shared_ptr<runtime::impl>& rt, const std::string& mine,
@@ -136,6 +156,14 @@ communicator reconfigure_member(const std::shared_ptr<runtime::impl>& rt, const 
     next.finalize();
     throw not_committed(e.code(), std::string("the decision could not be read: ") + e.what());
   }
+  if (rank == 0)
+    keep_decision_readable(*store, key, o.world_size);
+  else
+    try {
+      store->set(key + "seen/" + std::to_string(rank), "1");
+    } catch (const error&) {
+      // Member 0 stops waiting for this member at its bound.
+    }
   if (decision != "commit") {
     next.finalize();
     throw not_committed(errc::aborted, decision.substr(std::min<std::size_t>(decision.size(), 6)));
