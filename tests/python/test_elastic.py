@@ -4,8 +4,9 @@ and the survivors shrink without it; the 4 grow to 6 with two newcomer
 processes, which receive the state by a broadcast from an old rank; a
 reconfigure that lists a member who never calls fails on every member, whose
 old group still works, and succeeds with a new uuid; then the group shrinks
-back to the 4. Each process has a hard deadline; every process still alive
-at the end is killed, and nothing may be left in /dev/shm."""
+back to the 4. And a world of 3 shrinks without a SIGSTOPped (hung) rank 0.
+Each process has a hard deadline; every process still alive at the end is
+killed, and nothing may be left in /dev/shm."""
 
 import multiprocessing
 import os
@@ -150,31 +151,55 @@ def _shm_names():
     return {n for n in os.listdir("/dev/shm") if not n.startswith("sem.mp-")}
 
 
+def survivor_of_stopped_rank0(rank, directory):
+    """Rank 0 is SIGSTOPped (hung, its store with it): the others shrink
+    without it and reduce."""
+    import numpy as np
+    from mccl import distributed as md
+    world = md.init(strict=True)
+    _check_sum(md, np, world, 1.0, world.size(), "the world")
+    _publish(directory, f"formed_{rank}", "1")
+    if rank == 0:
+        time.sleep(DEADLINE)  # stopped, then killed, by the test
+        return {}
+    _read(directory, "killed")
+    start = time.monotonic()
+    small = world.shrink([0])
+    shrink_s = time.monotonic() - start
+    _check_sum(md, np, small, rank, sum(range(1, world.size())), "after shrink")
+    md.barrier(group=small)
+    return {"shrink_s": shrink_s}
+
+
 class ElasticTest(unittest.TestCase):
-    def test_shrink_without_killed_rank0_grow_reconfigure_shrink_back(self):
+    def _run(self, world, newcomers, old_fn, new_fn, how):
+        """Starts `world` ranks running old_fn and `newcomers` processes
+        running new_fn; once every rank formed the world, sends rank 0
+        `how` (SIGKILL or SIGSTOP); returns every other process's result.
+        Every process still alive at the end is killed."""
         shm_before = _shm_names()
         port = harness.free_port()
         ctx = multiprocessing.get_context("spawn")
         results = ctx.Queue()
         directory = tempfile.mkdtemp(prefix="mccl-elastic-test-")
         procs = {}
-        for r in range(WORLD):
-            env = dict(SETTINGS, **harness.torchrun_env(r, WORLD, port))
-            procs[("old", r)] = ctx.Process(target=_worker, args=(old_rank, ("old", r), env, directory, results),
+        for r in range(world):
+            env = dict(SETTINGS, **harness.torchrun_env(r, world, port))
+            procs[("old", r)] = ctx.Process(target=_worker, args=(old_fn, ("old", r), env, directory, results),
                                             daemon=True)
-        for i in range(NEWCOMERS):
+        for i in range(newcomers):
             procs[("new", i)] = ctx.Process(target=_worker,
-                                            args=(newcomer, ("new", i), dict(SETTINGS), directory, results),
+                                            args=(new_fn, ("new", i), dict(SETTINGS), directory, results),
                                             daemon=True)
         got, errors = {}, []
         end = time.monotonic() + DEADLINE
         try:
             for p in procs.values():
                 p.start()
-            for r in range(WORLD):
+            for r in range(world):
                 _read(directory, f"formed_{r}", deadline=DEADLINE)
-            killed_at = time.monotonic()
-            os.kill(procs[("old", 0)].pid, signal.SIGKILL)
+            self.killed_at = time.monotonic()
+            os.kill(procs[("old", 0)].pid, how)
             _publish(directory, "killed", "1")
             expected = len(procs) - 1
             while len(got) + len(errors) < expected:
@@ -190,15 +215,27 @@ class ElasticTest(unittest.TestCase):
                     break
         finally:
             for p in procs.values():
-                p.join(timeout=3 if not errors else 0.2)
+                p.join(timeout=3 if not errors and p is not procs[("old", 0)] else 0.2)
                 if p.is_alive():
-                    p.kill()
+                    p.kill()  # a stopped process dies too
                     p.join()
             for name in os.listdir(directory):
                 os.unlink(os.path.join(directory, name))
             os.rmdir(directory)
         self.assertEqual(errors, [])
         self.assertEqual(_shm_names() - shm_before, set(), "files left in /dev/shm")
+        return got
+
+    def test_shrink_without_a_hung_rank0(self):
+        got = self._run(3, 0, survivor_of_stopped_rank0, None, signal.SIGSTOP)
+        self.assertEqual(len(got), 2)
+        print(f"\nshrink without the stopped rank 0: {max(v['shrink_s'] for v in got.values()):.3f} s",
+              file=sys.stderr)
+
+    def test_shrink_without_killed_rank0_grow_reconfigure_shrink_back(self):
+        got = self._run(WORLD, NEWCOMERS, old_rank, newcomer, signal.SIGKILL)
+        killed_at = self.killed_at
+
         shrink = max(v["shrink_s"] for w, v in got.items() if w[0] == "old")
         grow = max(v["grow_s"] for w, v in got.items() if w[0] == "old")
         fails = [v["reconfigure_fail_s"] for v in got.values() if v.get("reconfigure_fail_s") is not None]
