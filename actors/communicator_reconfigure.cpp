@@ -127,8 +127,8 @@ communicator reconfigure_member(const std::shared_ptr<runtime::impl>& rt, const 
   try {
     next = detail::make_communicator(rt, o, sub, 0, true);
   } catch (const error& e) {
-    decide("abort member " + std::to_string(rank) + " failed: " + e.what());
-    throw not_committed(e.code(), e.what());
+    decide("abort member " + std::to_string(rank) + " failed: " + e.message());
+    throw not_committed(e.code(), e.message());
   }
   std::string decision;
   try {
@@ -154,7 +154,7 @@ communicator reconfigure_member(const std::shared_ptr<runtime::impl>& rt, const 
     }
   } catch (const error& e) {
     next.finalize();
-    throw not_committed(e.code(), std::string("the decision could not be read: ") + e.what());
+    throw not_committed(e.code(), "the decision could not be read: " + e.message());
   }
   if (rank == 0)
     keep_decision_readable(*store, key, o.world_size);
