@@ -72,13 +72,14 @@ void on_threads(int n, const std::function<void(int)>& fn) {
     t.join();
 }
 
-mccl::communicator world_of(mccl::runtime& rt, int rank, int world, int port) {
+mccl::communicator world_of(mccl::runtime& rt, int rank, int world, int port,
+                            const mccl::config_overrides& overrides = settings()) {
   mccl::comm_options o;
   o.rank = rank;
   o.world_size = world;
   o.master_addr = "127.0.0.1";
   o.master_port = port;
-  o.overrides = settings();
+  o.overrides = overrides;
   return rt.create_communicator(o);
 }
 
@@ -217,6 +218,33 @@ TEST(Elastic, GrowTwoToFourAfterRankZeroWasShrunkAwayThenShrinkBack) {
     grown.finalize();
     survivors.finalize();
     me.world.finalize();
+  });
+}
+
+TEST(Elastic, GrowWhoseNewcomerNeverComesFailsWithinTheConnectTimeoutAndTheOldCommunicatorWorks) {
+  const int world = 2;
+  int port = free_port();
+  auto quick = settings();
+  quick.set("MCCL_CONNECT_TIMEOUT_MS", "1000");
+  std::vector<rank_process> ranks(world);
+  std::promise<std::string> handle_made;
+  auto handle = handle_made.get_future().share();
+  on_threads(world, [&](int r) {
+    auto& c = ranks[r].world = world_of(*ranks[r].rt, r, world, port, quick);
+    if (r == 0)
+      handle_made.set_value(c.grow_handle(3));
+    auto start = clock_type::now();
+    try {
+      c.grow(handle.get());
+      ADD_FAILURE() << "rank " << r << ": a grow without its newcomer succeeded";
+    } catch (const mccl::error& e) {
+      EXPECT_NE(std::string(e.what()).find("rank(s) 2 of WORLD_SIZE=3 never joined"), std::string::npos)
+        << "names the missing rank: " << e.what();
+    }
+    EXPECT_LT(clock_type::now() - start, 2500ms) << "rank " << r << ": MCCL_CONNECT_TIMEOUT_MS is 1000";
+    expect_sum(c, r + 1, 3, "the old communicator after the failed grow");
+    c.barrier().wait();
+    c.finalize();
   });
 }
 
