@@ -16,7 +16,7 @@ namespace mccl {
 
 namespace {
 
-/// Every member of a grown (or reconfigured) communicator: make it, then
+/// Every member of a grown communicator: make it, then
 /// wait until every member has connected, so that nobody leaves (and
 /// perhaps exits, taking the store with it) while others still meet there.
 communicator meet(const std::shared_ptr<runtime::impl>& rt, const comm_options& o, bool sub) {
@@ -76,9 +76,13 @@ communicator runtime::join(const std::string& handle, int rank, const config_ove
   for (const auto& [k, v] : overrides.values())
     all.set(k, v);
   auto cfg = resolve_config(all);
+  if (rank < -1)
+    throw error(errc::invalid_argument, who + ": rank " + std::to_string(rank)
+                                          + " is neither a newcomer's rank nor -1 (the first free one)");
   comm_options o;
   o.world_size = t.new_size;
   o.comm_id = t.grown_id();
+  o.master_addr = detail::store_host(t.store); // listen where the old ranks can reach
   o.overrides = overrides;
   o.store = detail::standby_client(t.store, rank, cfg.connect_timeout, "rank 0");
   if (rank >= 0 && (rank < t.old_size || rank >= t.new_size))

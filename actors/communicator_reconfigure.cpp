@@ -87,7 +87,9 @@ communicator reconfigure_member(const std::shared_ptr<runtime::impl>& rt, const 
   o.rank = rank;
   o.world_size = static_cast<int>(handles.size());
   o.comm_id = detail::derived_comm_id(0x7265636f /* "reco" */, {fnv1a(uuid), handles.size()});
-  o.master_addr = master_addr;
+  // A newcomer (no address of its own to go by) listens where member 0,
+  // whose process serves the store, can reach it.
+  o.master_addr = master_addr.empty() ? detail::store_host(members[0].store) : master_addr;
   if (o.world_size == 1) {
     o.overrides = overrides;
     return detail::make_communicator(rt, o, sub, 0, true);
@@ -193,7 +195,7 @@ communicator communicator::reconfigure(const std::string& uuid, const std::vecto
 namespace {
 
 /// Where a newcomer's standby store listens when MCCL_LISTEN_ADDR and
-/// MCCL_SOCKET_IFNAME do not say: on the route to MASTER_ADDR where the
+/// MCCL_IFNAME do not say: on the route to MASTER_ADDR where the
 /// launcher set it, as the ranks' links do.
 std::string master_addr_from_env() {
   const char* env = std::getenv("MASTER_ADDR");
@@ -209,7 +211,7 @@ std::string runtime::get_reconfigure_handle() {
 communicator runtime::reconfigure(const std::string& mine, const std::string& uuid,
                                   const std::vector<std::string>& handles, std::chrono::milliseconds timeout,
                                   const config_overrides& overrides) {
-  return reconfigure_member(impl_, mine, uuid, handles, timeout, overrides, master_addr_from_env(), false);
+  return reconfigure_member(impl_, mine, uuid, handles, timeout, overrides, "", false);
 }
 
 

@@ -44,6 +44,11 @@ void check_store_address(const std::string& address, const std::string& what) {
                                           + " is not ip:port (an IPv6 address in brackets)");
 }
 
+std::string store_host(const std::string& address) {
+  auto where = split_address(address);
+  return where ? where->host : std::string("127.0.0.1");
+}
+
 std::string serve_standby(runtime::impl& rt, const std::string& ip) {
   std::lock_guard<std::mutex> guard{rt.standby_mutex};
   if (rt.standby)

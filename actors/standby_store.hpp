@@ -30,7 +30,7 @@ std::string serve_standby(runtime::impl& rt, const std::string& ip);
 
 /// The same for a process that has no communicator to take an address
 /// from: the address this rank's links would listen on (MCCL_LISTEN_ADDR,
-/// MCCL_SOCKET_IFNAME, else the route to `master_addr`).
+/// MCCL_IFNAME, else the route to `master_addr`).
 std::string serve_standby(runtime::impl& rt, const config& cfg, const std::string& master_addr);
 
 /// A client of the standby store at `address` ("ip:port"), served by
@@ -41,5 +41,9 @@ store_ptr standby_client(const std::string& address, int rank, std::chrono::mill
 /// Throws invalid_argument naming `what` unless `address` is "ip:port"
 /// (IPv6 in brackets) with a port in 1..65535.
 void check_store_address(const std::string& address, const std::string& what);
+
+/// The ip of a checked "ip:port": a newcomer listens on the interface that
+/// routes there, as a rank's links do towards MASTER_ADDR.
+std::string store_host(const std::string& address);
 
 } // namespace mccl::detail
