@@ -56,7 +56,7 @@ communicator reconfigure_member(const std::shared_ptr<runtime::impl>& rt, const 
                                 std::chrono::milliseconds timeout, config_overrides overrides,
                                 const std::string& master_addr, bool sub) {
   auto start = clock_type::now();
-  std::string who = "reconfigure " + quoted(uuid);
+  std::string who = "reconfigure " + mccl::quoted(uuid);
   if (uuid.empty() || uuid.size() > 200 || uuid.find_first_of(" \t\r\n") != std::string::npos)
     throw error(errc::invalid_argument, who + ": the uuid must be 1 to 200 characters without spaces");
   if (timeout.count() < 1)
@@ -78,7 +78,7 @@ communicator reconfigure_member(const std::shared_ptr<runtime::impl>& rt, const 
       rank = static_cast<int>(i);
   }
   if (rank < 0)
-    throw error(errc::invalid_argument, who + ": this member's handle (" + quoted(mine) + ") is not among the "
+    throw error(errc::invalid_argument, who + ": this member's handle (" + mccl::quoted(mine) + ") is not among the "
                                           + std::to_string(handles.size()) + " listed; list every member, "
                                           "this one included");
   who += " on member " + std::to_string(rank);

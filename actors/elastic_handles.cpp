@@ -22,7 +22,7 @@ std::map<std::string, std::string> handle_fields(const std::string& text, const 
                                                  const std::vector<std::string>& keys, const std::string& who,
                                                  const std::string& form) {
   auto bad = [&](const std::string& why) {
-    return error(errc::invalid_argument, who + ": handle " + quoted(text) + " " + why + " (expected " + form + ")");
+    return error(errc::invalid_argument, who + ": handle " + mccl::quoted(text) + " " + why + " (expected " + form + ")");
   };
   std::istringstream in(text);
   std::string word;
@@ -32,7 +32,7 @@ std::map<std::string, std::string> handle_fields(const std::string& text, const 
   while (in >> word) {
     auto eq = word.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw bad("has " + quoted(word) + ", not key=value");
+      throw bad("has " + mccl::quoted(word) + ", not key=value");
     fields[word.substr(0, eq)] = word.substr(eq + 1);
   }
   for (const auto& k : keys)
@@ -91,7 +91,7 @@ grow_ticket parse_grow(const std::string& text, const std::string& who) {
   t.old_size = static_cast<int>(number_field(f, "old", 10, 1, 1 << 20, who));
   t.new_size = static_cast<int>(number_field(f, "new", 10, 2, 1 << 20, who));
   if (t.new_size <= t.old_size)
-    throw error(errc::invalid_argument, who + ": handle " + quoted(text) + " grows " + std::to_string(t.old_size)
+    throw error(errc::invalid_argument, who + ": handle " + mccl::quoted(text) + " grows " + std::to_string(t.old_size)
                                           + " ranks to " + std::to_string(t.new_size) + ", not more");
   return t;
 }

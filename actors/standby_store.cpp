@@ -40,7 +40,7 @@ std::optional<host_port> split_address(const std::string& address) {
 
 void check_store_address(const std::string& address, const std::string& what) {
   if (!split_address(address))
-    throw error(errc::invalid_argument, what + ": store address " + quoted(address)
+    throw error(errc::invalid_argument, what + ": store address " + mccl::quoted(address)
                                           + " is not ip:port (an IPv6 address in brackets)");
 }
 
@@ -77,7 +77,7 @@ store_ptr standby_client(const std::string& address, int rank, std::chrono::mill
   auto where = split_address(address);
   if (!where)
     throw error(errc::invalid_argument, "rank " + std::to_string(rank) + ": standby store address "
-                                          + quoted(address) + " is not ip:port");
+                                          + mccl::quoted(address) + " is not ip:port");
   return std::make_shared<tcp_store_client>(where->host, where->port, rank, timeout,
                                             "the standby rendezvous store of " + server, server);
 }
