@@ -86,7 +86,12 @@ communicator reconfigure_member(const std::shared_ptr<runtime::impl>& rt, const 
   comm_options o;
   o.rank = rank;
   o.world_size = static_cast<int>(handles.size());
-  o.comm_id = detail::derived_comm_id(0x7265636f /* "reco" */, {fnv1a(uuid), handles.size()});
+  // The id (and so the store keys) follows from the uuid and the members:
+  // the same call on every member, and never an earlier attempt's.
+  std::string ids;
+  for (const auto& m : members)
+    ids += m.id + " ";
+  o.comm_id = detail::derived_comm_id(0x7265636f /* "reco" */, {fnv1a(uuid), fnv1a(ids)});
   // A newcomer (no address of its own to go by) listens where member 0,
   // whose process serves the store, can reach it.
   o.master_addr = master_addr.empty() ? detail::store_host(members[0].store) : master_addr;
