@@ -282,8 +282,8 @@ public:
   /// and list. All or nothing: when a member fails or never calls within
   /// `timeout`, every member that called gets an error (none a new
   /// communicator) and keeps this one untouched; retry with a new uuid.
-  /// Reusing a uuid is an error. The commit rule and its limits:
-  /// docs/cpp-api.md, "Reconfigure".
+  /// Calling again with a uuid and list already decided is an error. The
+  /// commit rule and its limits: docs/cpp-api.md, "Reconfigure".
   communicator reconfigure(const std::string& uuid, const std::vector<std::string>& handles,
                            std::chrono::milliseconds timeout);
 
