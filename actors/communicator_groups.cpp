@@ -1,9 +1,12 @@
 // Groups made from a communicator: split (by color and key) and shrink
-// (without failed ranks). Both meet in the parent's rendezvous store. Both
-// work on a revoked communicator: shrink needs nothing from it, and split
-// then exchanges colors and keys through the store instead of over it.
+// (without failed ranks). Both meet in the parent's rendezvous store, but a
+// shrink that excludes the rank serving it meets in the lowest survivor's
+// standby store (actors/standby_store.hpp). Both work on a revoked
+// communicator: shrink needs nothing from it, and split then exchanges
+// colors and keys through the store instead of over it.
 
 #include "actors/communicator_impl.hpp"
+#include "actors/standby_store.hpp"
 
 #include "config/log.hpp"
 
@@ -54,6 +57,49 @@ void barrier_in_store(store& s, uint32_t comm_id, uint64_t index, int rank, int 
       s.get(split_key(comm_id, index, "left", r), timeout);
 }
 
+struct meeting_place {
+  store_ptr store;
+  int store_host = -1;  ///< in the shrunk communicator's ranks
+  std::string where;    ///< for the log
+  bool standby = false; ///< a survivor's standby store
+};
+
+/// Where the survivors of a shrink meet. This communicator's store, while
+/// its server lives in a survivor's process (or outside the group, in a
+/// store of the caller's). A store that mccl serves in an excluded rank's
+/// process may be dead or hung: then the survivors meet in the standby
+/// store of the lowest survivor, which every survivor picks alike and
+/// whose address every survivor learned during setup; it becomes rank 0 of
+/// the new communicator and serves its store from then on.
+meeting_place shrink_meeting_place(const communicator::impl& p, const std::vector<bool>& gone) {
+  auto new_rank = [&](int old) {
+    int n = 0;
+    for (int r = 0; r < old; ++r)
+      n += gone[r] ? 0 : 1;
+    return n;
+  };
+  // A store mccl serves whose host is not known (a split group without the
+  // parent's serving rank) may be anywhere: meet in a standby store too.
+  bool served_by_mccl = std::dynamic_pointer_cast<tcp_store_client>(p.rendezvous) != nullptr;
+  if (p.store_host >= 0 ? !gone[p.store_host] : !served_by_mccl)
+    return {p.rendezvous, p.store_host >= 0 ? new_rank(p.store_host) : -1,
+            p.store_host >= 0 ? "the rendezvous store of rank " + std::to_string(p.store_host)
+                              : std::string("the caller's rendezvous store")};
+  int lowest = 0;
+  while (lowest < p.world && gone[lowest])
+    ++lowest;
+  auto host = p.store_host >= 0 ? "rank " + std::to_string(p.store_host) : std::string("a process outside it");
+  if (lowest == p.world || p.standby.size() != static_cast<std::size_t>(p.world) || p.standby[lowest].empty())
+    throw error(errc::unsupported, "shrink on rank " + std::to_string(p.rank) + ": the rendezvous store is served by "
+                                     + host + ", which is excluded, and the standby store of rank "
+                                     + std::to_string(lowest) + " (where the survivors would meet) is unknown");
+  auto server = "rank " + std::to_string(lowest);
+  return {detail::standby_client(p.standby[lowest], p.rank, p.cfg.connect_timeout, server), 0,
+          "the standby store of " + server + " at " + p.standby[lowest] + " (" + host
+            + ", which served the store, is excluded)",
+          true};
+}
+
 } // namespace
 
 communicator communicator::split(int color, int key) {
@@ -86,7 +132,8 @@ communicator communicator::split(int color, int key) {
       }
     }
     if (over_store && p.world > 1)
-      barrier_in_store(rendezvous(), p.comm_id, index, p.rank, p.world, p.store_server != nullptr, timeout);
+      barrier_in_store(rendezvous(), p.comm_id, index, p.rank, p.world,
+                       p.store_server != nullptr || p.store_host == p.rank, timeout);
     if (failed)
       std::rethrow_exception(failed);
     return sub;
@@ -116,9 +163,13 @@ communicator communicator::split(int color, int key) {
   std::sort(members.begin(), members.end());
   comm_options o;
   o.world_size = static_cast<int>(members.size());
-  for (int i = 0; i < o.world_size; ++i)
+  int store_host = -1; // the group's rank whose process serves the store, if a member's
+  for (int i = 0; i < o.world_size; ++i) {
     if (members[i].second == p.rank)
       o.rank = i;
+    if (members[i].second == p.store_host)
+      store_host = i;
+  }
   // Every member derives the same id from (parent, how many splits before
   // this one, color); frames and store keys of the new group carry it.
   o.comm_id = detail::derived_comm_id(p.comm_id, {index, static_cast<uint64_t>(color)});
@@ -131,7 +182,7 @@ communicator communicator::split(int color, int key) {
   communicator sub;
   std::exception_ptr failed;
   try {
-    sub = detail::make_communicator(p.rt, o, true);
+    sub = detail::make_communicator(p.rt, o, true, store_host);
   } catch (...) {
     failed = std::current_exception();
   }
@@ -155,13 +206,6 @@ communicator communicator::shrink(const std::vector<int>& excluded) {
       listed += (listed.empty() ? "" : ", ") + std::to_string(r);
     gone[r] = true;
   }
-  // The survivors meet in this communicator's rendezvous store. The default
-  // one is served by rank 0's process: without it nobody can meet.
-  if (gone[0] && std::dynamic_pointer_cast<tcp_store_client>(p.rendezvous))
-    throw error(errc::invalid_argument,
-                "shrink on rank " + std::to_string(p.rank) + ": rank 0 is excluded, but it serves the "
-                "rendezvous store at MASTER_ADDR:MASTER_PORT where the survivors would meet; create "
-                "the communicator with a store of your own (comm_options::store) to survive rank 0");
   comm_options o;
   o.world_size = 0;
   uint64_t mask_hash = 0;
@@ -177,16 +221,17 @@ communicator communicator::shrink(const std::vector<int>& excluded) {
   auto index = p.shrinks.fetch_add(1);
   // Split indices are small; shrinks count from the top so the two never meet.
   o.comm_id = detail::derived_comm_id(p.comm_id, {~index, mask_hash});
-  o.store = p.rendezvous;
   o.master_addr = p.master_addr;
   o.overrides = p.inherited_overrides();
+  auto meet = shrink_meeting_place(p, gone);
+  o.store = meet.store;
   MCCL_LOG(warn, "shrink " << index << " of communicator " << p.comm_id << " without rank(s) " << listed
                            << " -> communicator " << o.comm_id << ", rank " << o.rank << " of "
-                           << o.world_size);
+                           << o.world_size << "; the survivors meet in " << meet.where);
   if (o.world_size > 1 && !o.store)
     throw error(errc::internal, "shrink on rank " + std::to_string(p.rank)
                                   + ": this communicator has no rendezvous store");
-  auto sub = detail::make_communicator(p.rt, o, true);
+  auto sub = detail::make_communicator(p.rt, o, true, meet.store_host, meet.standby);
   sub.impl_->store_server = p.store_server;
   // Nobody returns (and perhaps finalizes this communicator, taking rank 0's
   // store down) before every survivor has connected.

@@ -31,6 +31,19 @@ struct communicator::impl {
   /// Rank 0's rendezvous store server; shared with communicators shrunk
   /// from this one, which still meet there after this one is finalized.
   std::shared_ptr<tcp_store_server> store_server;
+  /// The rank of this communicator in whose process `rendezvous` is
+  /// served (rank 0 for the default store; the store's host after a shrink
+  /// moved it); -1 when no member's: a store of the caller's, or one whose
+  /// server is outside this group (a split group without the parent's
+  /// serving rank).
+  int store_host = -1;
+  /// Every rank's standby store ("ip:port", by rank; actors/standby_store.hpp),
+  /// learned during setup; empty for a group of one. A shrink that loses
+  /// `store_host` meets in the lowest survivor's; grow meets in rank 0's.
+  std::vector<std::string> standby;
+  /// This member's reconfigure handle, made on first use (reconfigure()).
+  std::mutex member_mutex;
+  std::string member_handle;
   /// The engine, its drivers and actors.
   std::shared_ptr<actors::comm_core> core;
   /// Fault injection (MCCL_FAULTS or comm_options::faults); null: none.
@@ -80,8 +93,12 @@ struct communicator_factory {
 /// token, connections to every peer, fault injection, the core.
 /// `sub_communicator`: made by split or shrink (the log keeps the world
 /// rank).
+/// `store_host`: the rank of the new communicator whose process serves
+/// o.store (communicator::impl::store_host); ignored without o.store (the
+/// default store is rank 0's). `standby`: o.store is a standby store
+/// (actors/standby_store.hpp), which outlives a failed setup.
 communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const comm_options& o,
-                               bool sub_communicator);
+                               bool sub_communicator, int store_host = -1, bool standby = false);
 
 /// The id of a communicator derived from `parent`: every member computes
 /// the same one from values they all agree on, and it differs from the

@@ -3,6 +3,7 @@
 // injection, then the core (actors/comm_core.hpp).
 
 #include "actors/communicator_impl.hpp"
+#include "actors/standby_store.hpp"
 
 #include "collectives/registry.hpp"
 #include <mccl/program.hpp>
@@ -167,7 +168,7 @@ void settle_rdma(config& cfg, int rank) {
 namespace detail {
 
 communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const comm_options& o,
-                               bool sub_communicator) {
+                               bool sub_communicator, int store_host, bool standby) {
   auto p = std::make_shared<communicator::impl>();
   p->rt = rt;
   p->overrides = o.overrides;
@@ -176,6 +177,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   p->rank = o.rank;
   p->world = o.world_size;
   p->comm_id = o.comm_id;
+  p->store_host = o.store ? store_host : 0;
   auto& cfg = p->cfg;
   if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)
     throw error(errc::invalid_argument, "rank " + std::to_string(o.rank) + " of world size "
@@ -256,7 +258,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
       addresses += (addresses.empty() ? "" : ", ") + a.to_string();
     transport::rendezvous_guard guard(*rendezvous, prefix,
                                       {o.rank, o.world_size, cfg.job_id, transport::describe_process(addresses),
-                                       settings_that_must_agree(cfg)},
+                                       settings_that_must_agree(cfg), !standby},
                                       cfg.connect_timeout);
     try {
       guard.join(setup_deadline);
@@ -316,7 +318,11 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
       so.deadline = std::chrono::steady_clock::now() + cfg.connect_timeout;
       so.rendezvous = rendezvous.get();
       so.key_prefix = prefix;
+      // Every rank learns every rank's standby store here, while all are
+      // alive: a shrink that loses the store's host meets in one of them.
+      so.announce = serve_standby(*rt, listen.advertised.front().to_string());
       auto shm = transport::setup_shm_links(conns, so);
+      p->standby = shm.announced;
       board = shm.board;
       cfg.host_of = host_of_ranks(shm.hosts, mo);
       cfg.hosts = sched::host_count(cfg.host_of);

@@ -1,4 +1,5 @@
 #include "actors/runtime_impl.hpp"
+#include "transport/store/tcp_store.hpp"
 
 #include "actors/watchdog_actor.hpp"
 #include "collectives/registry.hpp"
@@ -44,6 +45,7 @@ runtime::impl::impl(const config_overrides& o, caf::actor_system* host)
 
 runtime::impl::~impl() {
   status.reset(); // its handlers read this runtime's communicators
+  standby.reset(); // served on the reactor, which goes below
   caf::anon_send(watchdog, actors::shutdown_atom::value);
   watchdog = nullptr;
   // Give actors a bounded moment to finish; never wait without a bound.

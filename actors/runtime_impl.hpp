@@ -17,6 +17,8 @@
 
 namespace mccl {
 
+class tcp_store_server;
+
 struct runtime::impl {
   impl(const config_overrides& overrides, caf::actor_system* host);
   ~impl();
@@ -41,6 +43,14 @@ struct runtime::impl {
   std::unique_ptr<actors::status_server> status;
   /// Serves /metrics and /status for rank `rank` (idempotent).
   void serve_status(const config& cfg, int rank);
+
+  /// This process's standby store (actors/standby_store.hpp): a rendezvous
+  /// store served on the reactor thread, one per process whatever the
+  /// number of communicators, started on first use. Stopped first in
+  /// ~impl, before the reactor it runs on.
+  std::mutex standby_mutex;
+  std::shared_ptr<tcp_store_server> standby;
+  std::string standby_address; ///< "ip:port" once started
 };
 
 } // namespace mccl

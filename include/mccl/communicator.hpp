@@ -21,6 +21,7 @@
 #include <mccl/types.hpp>
 #include <mccl/work.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -247,12 +248,45 @@ public:
   /// here (new rank = place among the survivors), with this one's
   /// settings. Every survivor calls it with the same set; it is not an op of
   /// this communicator (which may have aborted) and needs nothing from the
-  /// excluded ranks. The survivors meet in this communicator's rendezvous
-  /// store: the default one lives in rank 0's process, so rank 0 can be
-  /// excluded only when the communicator was created with a store of your
-  /// own. Bounded by MCCL_CONNECT_TIMEOUT_MS; returns once every survivor
+  /// excluded ranks, which may be dead or hung. The survivors meet in this
+  /// communicator's rendezvous store; when the rank whose process serves it
+  /// (rank 0 for the default store) is excluded, they meet instead in the
+  /// standby store of the lowest surviving rank, new rank 0, which serves
+  /// the new communicator's store from then on (docs/cpp-api.md, "Shrink").
+  /// Bounded by MCCL_CONNECT_TIMEOUT_MS; returns once every survivor
   /// has connected. Finalize this communicator when you no longer need it.
   communicator shrink(const std::vector<int>& excluded);
+
+  // ---- elastic membership (docs/cpp-api.md, "Grow" and "Reconfigure") ----
+
+  /// On any one rank (a coordinator): a printable handle that grows this
+  /// communicator to `new_size` ranks, to pass to every rank of it and to
+  /// the new_size - size() newcomers. It names rank 0's standby store, this
+  /// communicator and a fresh epoch, so each handle makes its own group.
+  /// Throws invalid_argument unless size() < new_size.
+  std::string grow_handle(int new_size) const;
+  /// Every rank of this communicator calls it with the same handle while
+  /// the newcomers call runtime::join(handle): the new communicator has
+  /// the old ranks first, each keeping its rank, then the newcomers. It is
+  /// not an op of this one (which stays usable, even revoked, until you
+  /// finalize it). Bounded by MCCL_CONNECT_TIMEOUT_MS; returns once every
+  /// member has connected.
+  communicator grow(const std::string& handle);
+
+  /// This member's handle for reconfigure(): its process's standby store
+  /// and an id unique to this communicator handle. The same on every call.
+  std::string get_reconfigure_handle();
+  /// Builds the next communicator from `handles` (from
+  /// get_reconfigure_handle() here or runtime::get_reconfigure_handle() in
+  /// a newcomer): rank = place in the list, which must hold this member's
+  /// own handle once. Every listed member calls it with the same `uuid`
+  /// and list. All or nothing: when a member fails or never calls within
+  /// `timeout`, every member that called gets an error (none a new
+  /// communicator) and keeps this one untouched; retry with a new uuid.
+  /// Calling again with a uuid and list already decided is an error. The
+  /// commit rule and its limits: docs/cpp-api.md, "Reconfigure".
+  communicator reconfigure(const std::string& uuid, const std::vector<std::string>& handles,
+                           std::chrono::milliseconds timeout);
 
   /// False for an empty handle (a default-constructed one, or split with a
   /// negative color).
@@ -320,6 +354,19 @@ public:
   /// A communicator from explicit options. Blocks until every peer is
   /// connected (bounded by MCCL_CONNECT_TIMEOUT_MS).
   communicator create_communicator(const comm_options& options);
+
+  /// A newcomer's side of communicator::grow(): joins the grown
+  /// communicator as `rank` (old size <= rank < new size), or with -1 as
+  /// the first rank no other newcomer has claimed. Blocks like grow().
+  communicator join(const std::string& grow_handle, int rank = -1, const config_overrides& overrides = {});
+  /// A fresh reconfigure handle for a process that joins without a
+  /// communicator (each call makes a new one; keep it and pass it back).
+  std::string get_reconfigure_handle();
+  /// communicator::reconfigure() for such a newcomer: `mine` is the handle
+  /// get_reconfigure_handle() gave it.
+  communicator reconfigure(const std::string& mine, const std::string& uuid,
+                           const std::vector<std::string>& handles, std::chrono::milliseconds timeout,
+                           const config_overrides& overrides = {});
 
   /// The settings resolved when the runtime started.
   const config& settings() const;

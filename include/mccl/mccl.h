@@ -52,7 +52,7 @@ typedef enum mccl_status {
   MCCL_ERR_FINALIZED = 11,        /* the communicator or runtime was shut down */
   MCCL_ERR_INTERNAL = 12,         /* a bug in mccl: please report it */
   MCCL_ERR_DESYNC = 13,           /* ranks issued different ops at the same sequence number */
-  MCCL_ERR_REVOKED = 14           /* the communicator was revoked: only shrink, split, finalize */
+  MCCL_ERR_REVOKED = 14           /* the communicator was revoked: only shrink, split, grow, reconfigure, finalize */
 } mccl_status_t;
 
 /* ---- element types and reductions (values travel on the wire) ------------ */
@@ -166,6 +166,29 @@ mccl_status_t mccl_comm_revoke(mccl_comm_t comm, const char* reason);
 /* *revoked = 1 once this rank knows the communicator is revoked (its own
  * mccl_comm_revoke or a peer's), else 0. */
 mccl_status_t mccl_comm_revoked(mccl_comm_t comm, int* revoked);
+
+/* ---- elastic membership (docs/c-api.md, "Grow and reconfigure") -------------
+ * Handles are printable strings; a returned one is valid until this thread
+ * calls the same function again (copy it to keep it). */
+/* On one rank: a handle growing comm to new_size ranks. */
+mccl_status_t mccl_comm_grow_handle(mccl_comm_t comm, int new_size, const char** handle);
+/* Every rank of comm: the grown communicator; old ranks keep theirs. */
+mccl_status_t mccl_comm_grow(mccl_comm_t comm, const char* handle, mccl_comm_t* out);
+/* A newcomer: joins the grown communicator as rank (old size <= rank <
+ * new size), or with -1 as the first rank no other newcomer claimed. */
+mccl_status_t mccl_comm_join(mccl_runtime_t rt, const char* handle, int rank, mccl_comm_t* out);
+/* This member's reconfigure handle (the same on every call). */
+mccl_status_t mccl_comm_reconfigure_handle(mccl_comm_t comm, const char** handle);
+/* A fresh reconfigure handle for a process without a communicator. */
+mccl_status_t mccl_reconfigure_handle(mccl_runtime_t rt, const char** handle);
+/* Builds the next communicator from handles[0..n) (rank = place in the
+ * list), all or nothing within timeout_ms: on failure every member gets an
+ * error, no communicator, and keeps comm; retry with a new uuid. */
+mccl_status_t mccl_comm_reconfigure(mccl_comm_t comm, const char* uuid, const char* const* handles, size_t n,
+                                    int64_t timeout_ms, mccl_comm_t* out);
+/* The same for a newcomer: `mine` is the handle mccl_reconfigure_handle gave it. */
+mccl_status_t mccl_reconfigure(mccl_runtime_t rt, const char* mine, const char* uuid, const char* const* handles,
+                               size_t n, int64_t timeout_ms, mccl_comm_t* out);
 /* Finalizes the communicator (prompt also when peers are gone) and frees the
  * handle. NULL is ignored. */
 mccl_status_t mccl_comm_destroy(mccl_comm_t comm);

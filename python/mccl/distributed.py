@@ -13,6 +13,9 @@
     work = md.all_sum_async(x); ...; total = work.wait()
     pairs = group.split(group.rank() % 2)
     group.revoke("why"); survivors = group.shrink([3])   # after a failure
+    bigger = group.grow(handle)            # handle = group.grow_handle(6) on one rank
+    newcomer = md.join(handle)             # in a process that has no group yet
+    nxt = group.reconfigure(uuid, handles, timeout=10)   # all or nothing
 
 `init()` reads what mcclrun, torchrun (RANK, WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT) or mlx.launch (MLX_RANK with MLX_HOSTFILE, or the JACCL
@@ -114,6 +117,33 @@ class Group:
         out = ctypes.c_int()
         _lib.call("mccl_comm_revoked", self._live(), ctypes.byref(out))
         return bool(out.value)
+
+    def grow_handle(self, new_size):
+        """On one rank (a coordinator): a printable handle that grows this
+        group to `new_size` ranks. Pass it to every rank of this group, which
+        call grow(handle), and to the newcomers, which call join(handle)."""
+        return _lib.text("mccl_comm_grow_handle", self._live(), int(new_size))
+
+    def grow(self, handle):
+        """Every rank of this group: the grown group, this group's ranks
+        first (each keeps its rank), then the newcomers. This group stays
+        usable until the process exits; broadcast the state from an old rank
+        to bring the newcomers up to date."""
+        return _remember(Group(_lib.new_handle("mccl_comm_grow", self._live(), _text(handle, "handle"))))
+
+    def get_reconfigure_handle(self):
+        """This member's handle for reconfigure() (the same on every call)."""
+        return _lib.text("mccl_comm_reconfigure_handle", self._live())
+
+    def reconfigure(self, uuid, handles, timeout=60.0):
+        """The next group, made of the members whose handles are listed (rank
+        = place in the list, this member's own handle included); every listed
+        member calls it with the same uuid and list. All or nothing within
+        `timeout` seconds: when a member fails or never calls, every member
+        gets an mccl.MCCLError, no group, and keeps this one; retry with a new
+        uuid. See docs/cpp-api.md, "Reconfigure"."""
+        uuid, array, n, ms = _reconfigure_args(uuid, handles, timeout)
+        return _remember(Group(_lib.new_handle("mccl_comm_reconfigure", self._live(), uuid, array, n, ms)))
 
     def _live(self):
         if self._handle is None:
@@ -236,6 +266,61 @@ def _check_same_backend(backend):
         f"with backend={_world_backend!r} (size {_world.size()}); one process has one world group. "
         "Choose the backend in the first init() (or call init() without backend= to get the "
         "existing group)")
+
+
+# ---- joining without a group -----------------------------------------------------
+
+_member_handle = None  # this process's reconfigure handle, made on first use
+
+
+def join(handle, rank=-1):
+    """A newcomer's side of Group.grow(): joins the grown group as `rank`
+    (old size <= rank < new size) or, with -1, as the first newcomer's rank
+    no other newcomer took. The returned group becomes this process's world
+    (what ops use without group=) when init() has not made one."""
+    global _world, _world_backend
+    group = _remember(Group(_lib.new_handle("mccl_comm_join", _runtime_handle(), _text(handle, "handle"),
+                                            int(rank))))
+    with _lock:
+        if _world is None:
+            _world, _world_backend = group, "any"
+    return group
+
+
+def get_reconfigure_handle():
+    """This process's handle for reconfigure() when it has no group to take
+    part with (a newcomer); the same on every call."""
+    global _member_handle
+    with _lock:
+        if _member_handle is None:
+            _member_handle = _lib.text("mccl_reconfigure_handle", _runtime_handle())
+        return _member_handle
+
+
+def reconfigure(uuid, handles, timeout=60.0):
+    """Group.reconfigure() for a newcomer, with get_reconfigure_handle()'s
+    handle; the new group becomes this process's world when it has none."""
+    global _world, _world_backend
+    mine = get_reconfigure_handle().encode()
+    uuid, array, n, ms = _reconfigure_args(uuid, handles, timeout)
+    group = _remember(Group(_lib.new_handle("mccl_reconfigure", _runtime_handle(), mine, uuid, array, n, ms)))
+    with _lock:
+        if _world is None:
+            _world, _world_backend = group, "any"
+    return group
+
+
+def _text(value, what):
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"mccl.distributed: {what} must be a str, not {type(value).__name__}")
+    return value.encode()
+
+
+def _reconfigure_args(uuid, handles, timeout):
+    handles = [_text(h, "each reconfigure handle") for h in handles]
+    array = (ctypes.c_char_p * len(handles))(*handles) if handles else None
+    ms = int(round(float(timeout) * 1000))
+    return _text(str(uuid), "uuid"), array, len(handles), ms
 
 
 # ---- ops ------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 /* The C API (include/mccl/mccl.h) from C, one process per rank under
  * mcclrun: every op with every dtype and reduction it applies to, async
- * work, split, settings, errors and metrics. Prints "c_api ok" on success;
+ * work, split, reconfigure, grow's handle, settings, errors and metrics. Prints "c_api ok" on success;
  * any mismatch prints what differed and exits 1. Compiled as C11: no C++
  * type may cross the header. */
 #include <mccl/mccl.h>
@@ -278,6 +278,49 @@ static void check_split(void) {
   OK(mccl_comm_destroy(none));
 }
 
+/* Reconfigure into the same ranks in reverse order (handles exchanged with
+ * an allgather); grow's handle and its errors (a grow itself needs
+ * newcomers: tests/python/test_elastic.py). */
+static void check_grow_and_reconfigure(mccl_runtime_t rt) {
+  enum { LEN = 256 };
+  char mine[LEN] = {0};
+  const char* h = NULL;
+  OK(mccl_comm_reconfigure_handle(comm_, &h));
+  CHECK(strncmp(h, "mccl-member/1 ", 14) == 0 && strlen(h) < LEN, "reconfigure handle: %s", h);
+  strcpy(mine, h);
+  char* all = calloc((size_t)world_, LEN);
+  OK(mccl_allgather(comm_, mine, all, LEN, MCCL_UINT8, NULL));
+  const char** list = calloc((size_t)world_, sizeof(char*));
+  for (int r = 0; r < world_; ++r)
+    list[r] = all + (size_t)(world_ - 1 - r) * LEN;
+  mccl_comm_t next = NULL;
+  OK(mccl_comm_reconfigure(comm_, "c-api-test", list, (size_t)world_, 10000, &next));
+  int r = -1;
+  OK(mccl_comm_rank(next, &r));
+  CHECK(r == world_ - 1 - rank_, "reconfigured rank %d for world rank %d", r, rank_);
+  int32_t x = rank_;
+  OK(mccl_allreduce(next, &x, &x, 1, MCCL_INT32, MCCL_SUM, NULL));
+  CHECK(x == world_ * (world_ - 1) / 2, "reconfigured allreduce %d", x);
+  CHECK(mccl_comm_reconfigure(comm_, "c-api-test", list, (size_t)world_, 1000, &next) == MCCL_ERR_INVALID_ARGUMENT,
+        "a used uuid is refused: %s", mccl_last_error());
+  OK(mccl_comm_destroy(next));
+  /* Member 0's process serves the store where the uuid was used: it stays
+   * until every rank has asked. */
+  OK(mccl_barrier(comm_, NULL));
+  free(list);
+  free(all);
+
+  CHECK(mccl_comm_grow_handle(comm_, world_, &h) == MCCL_ERR_INVALID_ARGUMENT, "grow to the same size");
+  CHECK(strstr(mccl_last_error(), "must exceed the current size"), "%s", mccl_last_error());
+  OK(mccl_comm_grow_handle(comm_, world_ + 1, &h));
+  CHECK(strncmp(h, "mccl-grow/1 ", 12) == 0, "grow handle: %s", h);
+  mccl_comm_t none = NULL;
+  CHECK(mccl_comm_join(rt, h, 0, &none) == MCCL_ERR_INVALID_ARGUMENT && none == NULL, "a newcomer as rank 0");
+  CHECK(strstr(mccl_last_error(), "a newcomer's rank"), "%s", mccl_last_error());
+  CHECK(mccl_comm_grow(comm_, "mccl-grow/1 store=nowhere", &none) == MCCL_ERR_INVALID_ARGUMENT, "a bad handle");
+  CHECK(strstr(mccl_last_error(), "grow on rank"), "%s", mccl_last_error());
+}
+
 static void check_errors(void) {
   CHECK(mccl_allreduce(NULL, NULL, NULL, 1, MCCL_FLOAT32, MCCL_SUM, NULL) == MCCL_ERR_INVALID_ARGUMENT,
         "a NULL communicator is refused");
@@ -336,6 +379,7 @@ int main(void) {
   check_data_movement();
   check_point_to_point_and_async();
   check_split();
+  check_grow_and_reconfigure(rt);
   check_settings_and_metrics();
   OK(mccl_comm_destroy(comm_));
   OK(mccl_runtime_destroy(rt));

@@ -98,18 +98,28 @@ std::string read_link(const char* path) {
 struct published {
   std::string mode;
   std::string board;
+  std::string announce; ///< "-" when the rank announced nothing
   std::string host;
 };
 
+/// "<mode> <board> <announce> <host>": the host identity comes last, as
+/// it is the one field that might hold a space (MCCL_HOST_ID).
+std::string format_published(const published& p) {
+  return p.mode + " " + p.board + " " + (p.announce.empty() ? "-" : p.announce) + " " + p.host;
+}
+
 published parse_published(const std::string& text) {
   published p;
-  auto a = text.find(' ');
-  auto b = a == std::string::npos ? a : text.find(' ', a + 1);
-  p.mode = text.substr(0, a);
-  if (a != std::string::npos)
-    p.board = text.substr(a + 1, b == std::string::npos ? b : b - a - 1);
-  if (b != std::string::npos)
-    p.host = text.substr(b + 1);
+  std::size_t at = 0;
+  auto word = [&](std::string& out) {
+    auto end = text.find(' ', at);
+    out = text.substr(at, end == std::string::npos ? end : end - at);
+    at = end == std::string::npos ? text.size() : end + 1;
+  };
+  word(p.mode);
+  word(p.board);
+  word(p.announce);
+  p.host = text.substr(at);
   return p;
 }
 
@@ -198,14 +208,17 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
   result.hosts.assign(static_cast<std::size_t>(o.world), {});
   auto me = host_identity(o.host_id);
   auto board = std::to_string(o.board_bytes);
-  o.rendezvous->set(o.key_prefix + "host/" + std::to_string(o.rank), o.mode + " " + board + " " + me);
+  published mine{o.mode, board, o.announce, me};
+  o.rendezvous->set(o.key_prefix + "host/" + std::to_string(o.rank), format_published(mine));
   auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.deadline - clock::now());
   std::vector<published> ranks(static_cast<std::size_t>(o.world));
+  result.announced.assign(static_cast<std::size_t>(o.world), {});
   for (int r = 0; r < o.world; ++r) {
-    ranks[r] = r == o.rank ? published{o.mode, board, me}
+    ranks[r] = r == o.rank ? mine
                            : parse_published(o.rendezvous->get(o.key_prefix + "host/" + std::to_string(r),
                                                                 std::max(timeout, std::chrono::milliseconds(1))));
     result.hosts[r] = ranks[r].host;
+    result.announced[r] = ranks[r].announce == "-" ? std::string() : ranks[r].announce;
   }
   // Every rank has read every value before any fails on a mismatch: the
   // rank serving the store takes it down when it fails, and a rank still

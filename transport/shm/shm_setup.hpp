@@ -66,6 +66,10 @@ struct shm_setup_options {
   std::chrono::steady_clock::time_point deadline;
   store* rendezvous = nullptr;
   std::string key_prefix; ///< keys are <prefix>host/<rank>
+  /// One word (no spaces) this rank publishes beside its host record, so
+  /// that every rank learns every rank's without another store round trip:
+  /// the address of its standby store (actors/standby_store.hpp). "": none.
+  std::string announce;
 };
 
 /// What the setup did, for the communicator's log and host count.
@@ -73,6 +77,8 @@ struct shm_setup_result {
   int shm_peers = 0;
   /// Host identity of every rank, by rank.
   std::vector<std::string> hosts;
+  /// What every rank announced (shm_setup_options::announce), by rank.
+  std::vector<std::string> announced;
   /// The host board, when every rank is on this host (and board_bytes > 0).
   std::shared_ptr<shm_board> board;
 };

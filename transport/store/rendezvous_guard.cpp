@@ -177,7 +177,7 @@ void rendezvous_guard::keep_store_up_for_readers() {
   // has read why setup failed (each says so: told/<rank>), so none blames
   // rank 0's exit instead; a rank that started late gets until the bound
   // to join and read it, a rank that never starts costs the whole bound.
-  if (me_.rank != 0 || me_.world <= 1)
+  if (me_.rank != 0 || me_.world <= 1 || !me_.store_goes_with_rank0)
     return;
   auto until = clock::now() + std::min<clock::duration>(timeout_, std::chrono::milliseconds(1500));
   for (;;) {

@@ -35,6 +35,11 @@ struct rendezvous_identity {
   /// Settings every rank must have alike, name -> value as the log shows
   /// it; compared with rank 0's, each difference named with both values.
   std::vector<std::pair<std::string, std::string>> agreed;
+  /// False where the store outlives this setup whatever happens to rank
+  /// 0's process (a standby store met in by grow, reconfigure or a shrink
+  /// that moved it: its server stays up with its runtime), so rank 0 need
+  /// not hold on to it after a failure (keep_store_up_for_readers).
+  bool store_goes_with_rank0 = true;
 };
 
 /// "pid 4242 on <hostname> (<addresses>)": how a claim names a process.

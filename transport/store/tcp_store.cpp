@@ -212,12 +212,14 @@ unsigned short tcp_store_server::port() const noexcept {
 // ---- client -------------------------------------------------------------------
 
 struct tcp_store_client::impl {
-  impl(std::string h, unsigned short p, int r, std::chrono::milliseconds t)
-    : host(std::move(h)), port(p), rank(r), connect_timeout(t) {}
+  impl(std::string h, unsigned short p, int r, std::chrono::milliseconds t, std::string w, std::string s)
+    : host(std::move(h)), port(p), rank(r), connect_timeout(t), what(std::move(w)), server(std::move(s)) {}
   std::string host;
   unsigned short port;
   int rank;
   std::chrono::milliseconds connect_timeout;
+  std::string what;   ///< "the rendezvous store at MASTER_ADDR:MASTER_PORT", for errors
+  std::string server; ///< "rank 0": whose process serves it, for errors
   asio::io_context io;
   tcp::socket socket{io};
   std::mutex mutex; // one request at a time on the one connection
@@ -230,17 +232,18 @@ struct tcp_store_client::impl {
       return;
     if (!lost.empty())
       throw error(errc::rendezvous_failed,
-                  "rank " + std::to_string(rank) + " lost the rendezvous store at MASTER_ADDR:MASTER_PORT = "
-                    + where() + " (" + lost + "): rank 0, which serves it, has exited or was killed");
+                  "rank " + std::to_string(rank) + " lost " + what + " = " + where() + " (" + lost + "): "
+                    + server + ", which serves it, has exited or was killed");
     auto addr = transport::resolve_host(host, "MASTER_ADDR");
     auto deadline = clock::now() + connect_timeout;
     auto err = transport::connect_with_retry(socket, tcp::endpoint(addr, port), deadline);
     if (!err.empty())
       throw error(errc::rendezvous_failed,
-                  "rank " + std::to_string(rank) + " cannot reach the rendezvous store at "
-                    "MASTER_ADDR:MASTER_PORT = " + where() + " within MCCL_CONNECT_TIMEOUT_MS="
-                    + std::to_string(connect_timeout.count()) + ": " + err
-                    + " (is rank 0 running, and is MASTER_ADDR an address of rank 0's host?)");
+                  "rank " + std::to_string(rank) + " cannot reach " + what + " = " + where()
+                    + " within MCCL_CONNECT_TIMEOUT_MS=" + std::to_string(connect_timeout.count()) + ": " + err
+                    + (what.find("MASTER_ADDR") != std::string::npos
+                         ? " (is rank 0 running, and is MASTER_ADDR an address of rank 0's host?)"
+                         : " (is " + server + " running, and is " + where() + " an address of its host?)"));
     boost::system::error_code ec;
     socket.set_option(tcp::no_delay(true), ec);
   }
@@ -262,8 +265,8 @@ struct tcp_store_client::impl {
       socket.close(ec);
       lost = why;
       return error(errc::rendezvous_failed,
-                   "rank " + std::to_string(rank) + " lost the rendezvous store at MASTER_ADDR:MASTER_PORT = "
-                     + where() + " (" + why + "): rank 0, which serves it, has exited or was killed");
+                   "rank " + std::to_string(rank) + " lost " + what + " = " + where() + " (" + why + "): "
+                     + server + ", which serves it, has exited or was killed");
     };
     auto err = transport::write_all(socket, req.data(), req.size(), deadline);
     if (!err.empty())
@@ -284,8 +287,10 @@ struct tcp_store_client::impl {
 };
 
 tcp_store_client::tcp_store_client(std::string host, unsigned short port, int rank,
-                                   std::chrono::milliseconds connect_timeout)
-  : impl_(std::make_unique<impl>(std::move(host), port, rank, connect_timeout)) {
+                                   std::chrono::milliseconds connect_timeout, std::string what,
+                                   std::string server)
+  : impl_(std::make_unique<impl>(std::move(host), port, rank, connect_timeout, std::move(what),
+                                 std::move(server))) {
 }
 
 tcp_store_client::~tcp_store_client() = default;

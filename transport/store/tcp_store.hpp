@@ -41,8 +41,13 @@ private:
 /// instead of retrying for connect_timeout.
 class tcp_store_client : public store {
 public:
+  /// `what` and `server` name the store and who serves it in errors: by
+  /// default the rendezvous store at MASTER_ADDR:MASTER_PORT and rank 0;
+  /// a standby store (actors/standby_store.hpp) names its own.
   tcp_store_client(std::string host, unsigned short port, int rank,
-                   std::chrono::milliseconds connect_timeout);
+                   std::chrono::milliseconds connect_timeout,
+                   std::string what = "the rendezvous store at MASTER_ADDR:MASTER_PORT",
+                   std::string server = "rank 0");
   ~tcp_store_client() override;
 
   void set(const std::string& key, const std::string& value) override;
