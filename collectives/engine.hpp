@@ -266,7 +266,7 @@ private:
   /// Hands a frame to its op, or keeps it for an op not started yet.
   void route(transport::received_frame f);
   void on_sent(int peer, const transport::frame_ref& ref) override;
-  void on_peer_abort(int peer, int origin, errc code, const std::string& reason) override;
+  void on_peer_abort(int peer, int origin, errc code, const std::string& reason, uint64_t revoke_point) override;
   void on_peer_bye(int peer, uint64_t issued) override;
   void on_down(int peer, transport::down_kind kind, errc code, const std::string& why) override;
   void on_fatal(int peer, errc code, const std::string& why) override;
@@ -285,9 +285,10 @@ private:
   /// is held until the revoke point is agreed; otherwise it may be turned
   /// into the revoke's failure.
   bool hold_for_revoke(const op_ptr& request, op_report& r);
-  /// While revoking: `peer` finished its part (ABORT or BYE). True when
-  /// that is all there is to do (the revoke ends what the peer leaves).
-  bool peer_done_revoking(int peer);
+  /// While revoking: `peer` finished its part (ABORT or BYE), having
+  /// agreed on `agreed_point` (0: not said). True when that is all there
+  /// is to do (the revoke ends what the peer leaves).
+  bool peer_done_revoking(int peer, uint64_t agreed_point = 0);
   /// While revoking: `peer` finished its part earlier, so its link going
   /// down is expected.
   bool revoking_without(int peer) const;

@@ -389,7 +389,8 @@ void engine::abort(errc code, const std::string& why, int origin, const std::str
   // completes (a caller may free its buffer once wait() returns).
   for (auto& c : channels_)
     if (c)
-      c->abort(origin, code, wire_text.empty() ? why : wire_text);
+      c->abort(origin, code, wire_text.empty() ? why : wire_text,
+               code == errc::revoked && revoke_decided_.load() ? revoke_point_.load() : 0);
   queued_to_all_ = true;
   early_.clear();
   early_bytes_ = 0;
@@ -402,10 +403,12 @@ void engine::abort(errc code, const std::string& why, int origin, const std::str
   listener_.aborted(code, why, origin);
 }
 
-void engine::on_peer_abort(int peer, int origin, errc code, const std::string& reason) {
+void engine::on_peer_abort(int peer, int origin, errc code, const std::string& reason, uint64_t revoke_point) {
   // The peer finished its part of the revoke: every frame it owed the ops
-  // below the revoke point came before this ABORT. Ours go on.
-  if (code == errc::revoked && peer_done_revoking(peer))
+  // below the revoke point came before this ABORT. Ours go on. Its REVOKE
+  // frame may never have come (an abort drops the frames not yet begun):
+  // the point it agreed, the largest of all, stands in for it.
+  if (code == errc::revoked && peer_done_revoking(peer, revoke_point))
     return;
   abort(code, "rank " + std::to_string(origin) + " aborted the communicator: " + reason, origin, reason);
 }

@@ -21,7 +21,10 @@
 //      completion is turned into the failure).
 //   3. Once the collectives below the point ended here, the communicator
 //      closes as revoked: an abort with errc::revoked, which fails what is
-//      left and sends ABORT to every peer. A peer still finishing its ops
+//      left and sends ABORT, carrying the agreed point, to every peer (an
+//      abort drops the frames not yet begun, so a REVOKE queued behind
+//      data may never leave; a peer still waiting for this rank's point
+//      takes the agreed one instead, the largest of all). A peer still finishing its ops
 //      below the point ignores that ABORT: the data frames before it were
 //      all it needed from this rank (an op completes only once its frames
 //      left).
@@ -210,9 +213,14 @@ bool engine::hold_for_revoke(const op_ptr& request, op_report& r) {
   return false;
 }
 
-bool engine::peer_done_revoking(int peer) {
+bool engine::peer_done_revoking(int peer, uint64_t agreed_point) {
   if (!revoke_.active || revoke_.finished)
     return false;
+  // The peer agreed on the point with every rank's in, ours included: if
+  // we have not decided yet, it is the point (a larger one than we know
+  // of, when that rank's REVOKE frame never reached us).
+  if (!revoke_decided_.load())
+    raise_to(revoke_point_, agreed_point);
   revoke_.answered[static_cast<std::size_t>(peer)] = 1;
   revoke_.peer_done[static_cast<std::size_t>(peer)] = 1;
   maybe_decide_revoke();

@@ -108,7 +108,7 @@ void channel::queue_control(wire::frame_kind kind, uint32_t aux, std::vector<uin
   txq_.push_back(std::move(item));
 }
 
-void channel::abort(int origin, errc code, const std::string& reason) {
+void channel::abort(int origin, errc code, const std::string& reason, uint64_t revoke_point) {
   if (aborted_ || state_ == state::closed)
     return;
   aborted_ = true;
@@ -118,7 +118,7 @@ void channel::abort(int origin, errc code, const std::string& reason) {
   // connection that had taken bytes of the dropped frames (single copy)
   // fails instead of sending them.
   if (conn_)
-    conn_->release_buffers({origin, static_cast<uint32_t>(code), reason});
+    conn_->release_buffers({origin, static_cast<uint32_t>(code), reason, revoke_point});
   if (!txq_.empty()) {
     auto front = std::move(txq_.front());
     txq_.clear();
@@ -145,8 +145,9 @@ void channel::abort(int origin, errc code, const std::string& reason) {
     return;
   }
   // The error code travels in the step field, so peers report the same
-  // kind of failure (a desync stays a desync everywhere).
-  queue_control(wire::frame_kind::abort, static_cast<uint32_t>(origin), wire::encode_text(reason), 0,
+  // kind of failure (a desync stays a desync everywhere); a revoke's point
+  // in the seq field.
+  queue_control(wire::frame_kind::abort, static_cast<uint32_t>(origin), wire::encode_text(reason), revoke_point,
                 static_cast<uint32_t>(code));
 }
 
@@ -333,7 +334,7 @@ std::size_t channel::read_frames(clock::time_point now) {
       // An ABORT the peer left beside a stream that could not carry it
       // (shared memory) says why it ended, as the frame would have.
       if (auto note = conn_->peer_abort())
-        peer_aborted(note->origin, note->code, note->reason);
+        peer_aborted(note->origin, note->code, note->reason, note->revoke_point);
       lost(r.error.empty() ? name_ + " closed the connection"
                            : "connection to " + name_ + " failed: " + r.error);
     }
@@ -388,7 +389,7 @@ void channel::frame_complete() {
     case wire::frame_kind::abort: {
       std::string why;
       auto text = wire::decode_text(buf.get(), h.payload_len, &why);
-      peer_aborted(static_cast<int>(h.aux), h.step, text ? *text : "(unreadable reason: " + why + ")");
+      peer_aborted(static_cast<int>(h.aux), h.step, text ? *text : "(unreadable reason: " + why + ")", h.seq);
       return;
     }
     case wire::frame_kind::revoke: {
@@ -416,14 +417,14 @@ void channel::frame_complete() {
   }
 }
 
-void channel::peer_aborted(int origin, uint32_t code, const std::string& reason) {
+void channel::peer_aborted(int origin, uint32_t code, const std::string& reason, uint64_t revoke_point) {
   if (peer_abort_heard_)
     return; // the frame and the note beside the stream say the same
   peer_abort_heard_ = true;
   record("peer_abort", nullptr, "rank " + std::to_string(origin) + " aborted the communicator: " + reason);
   wire::frame_header h;
   h.step = code;
-  listener_.on_peer_abort(opts_.peer, origin, wire::abort_code(h), reason);
+  listener_.on_peer_abort(opts_.peer, origin, wire::abort_code(h), reason, revoke_point);
 }
 
 void channel::on_data(received_frame f) {

@@ -65,8 +65,10 @@ public:
   /// A data frame queued with send() has fully left (or, with CRC, was
   /// copied for a later retransmission): its memory may be reused.
   virtual void on_sent(int peer, const frame_ref& ref) = 0;
-  /// The peer's ABORT frame: rank `origin` aborted the communicator.
-  virtual void on_peer_abort(int peer, int origin, errc code, const std::string& reason) = 0;
+  /// The peer's ABORT frame: rank `origin` aborted the communicator; at
+  /// the end of a revoke (code revoked) with the revoke point it agreed.
+  virtual void on_peer_abort(int peer, int origin, errc code, const std::string& reason,
+                             uint64_t revoke_point) = 0;
   /// The peer's BYE: it finalized after issuing `issued` collectives; every
   /// byte it sent came before. The channel is closed.
   virtual void on_peer_bye(int peer, uint64_t issued) = 0;
@@ -137,9 +139,10 @@ public:
   /// the wire from a copy; a payload being read into caller memory goes to
   /// scratch memory instead. Afterwards the channel holds no pointer into
   /// any op's memory. Then queues an ABORT frame: rank `origin` aborted
-  /// with `code` because `reason`. Data frames are neither sent nor
-  /// delivered any more.
-  void abort(int origin, errc code, const std::string& reason);
+  /// with `code` because `reason` (ending a revoke: `revoke_point` is the
+  /// point this rank agreed). Data frames are neither sent nor delivered
+  /// any more.
+  void abort(int origin, errc code, const std::string& reason, uint64_t revoke_point = 0);
   /// Queues BYE: this rank issued `issued` collectives and finalizes. From
   /// then on the connection closing is no loss (the peer closes when it
   /// reads our BYE, without answering it).
@@ -226,7 +229,7 @@ private:
   std::size_t stage_read_limit() const;
   /// The peer aborted the communicator (its ABORT frame, or the note it
   /// left beside the stream): the listener hears it once.
-  void peer_aborted(int origin, uint32_t code, const std::string& reason);
+  void peer_aborted(int origin, uint32_t code, const std::string& reason, uint64_t revoke_point);
   void on_data(received_frame f);
   void accept_data(received_frame f);
   void on_crc_frame(received_frame f);

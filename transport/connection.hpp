@@ -39,6 +39,9 @@ struct abort_note {
   int origin = -1;
   uint32_t code = 0;
   std::string reason;
+  /// A revoke's end (code revoked): the revoke point the aborting rank
+  /// agreed, which its peers take if its REVOKE frame never reached them.
+  uint64_t revoke_point = 0;
 };
 
 class connection;

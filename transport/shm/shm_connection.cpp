@@ -105,7 +105,7 @@ void shm_connection::release_buffers(const abort_note& note) {
   // Beside the ring, which may be full (a stopped reader) or cut at a
   // revoked splice below: a peer that wakes up reads why either way.
   auto text = wire::encode_text(note.reason);
-  tx_.leave_note(note.origin, note.code, text.data(), text.size());
+  tx_.leave_note(note.origin, note.code, note.revoke_point, text.data(), text.size());
   if (!tx_.unreported())
     return; // everything taken is in the ring: the stream goes on
   tx_.revoke_splices();
@@ -118,7 +118,7 @@ void shm_connection::release_buffers(const abort_note& note) {
 std::optional<abort_note> shm_connection::peer_abort() const {
   abort_note n;
   std::string bytes;
-  if (!rx_.note(n.origin, n.code, bytes))
+  if (!rx_.note(n.origin, n.code, n.revoke_point, bytes))
     return std::nullopt;
   std::string why;
   auto text = wire::decode_text(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &why);

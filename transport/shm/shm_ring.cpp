@@ -102,22 +102,25 @@ void shm_ring::revoke_splices() noexcept {
   splices_accepted_ = false;
 }
 
-void shm_ring::leave_note(int32_t origin, uint32_t code, const uint8_t* text, std::size_t len) noexcept {
+void shm_ring::leave_note(int32_t origin, uint32_t code, uint64_t revoke_point, const uint8_t* text,
+                          std::size_t len) noexcept {
   if (ctl_->noted.load(std::memory_order_acquire) != 0)
     return;
   len = std::min(len, shm_note_capacity);
   ctl_->note_origin = origin;
   ctl_->note_code = code;
+  ctl_->note_revoke_point = revoke_point;
   ctl_->note_len = static_cast<uint32_t>(len);
   std::memcpy(ctl_->note_text, text, len);
   ctl_->noted.store(1, std::memory_order_release);
 }
 
-bool shm_ring::note(int32_t& origin, uint32_t& code, std::string& text) const {
+bool shm_ring::note(int32_t& origin, uint32_t& code, uint64_t& revoke_point, std::string& text) const {
   if (ctl_->noted.load(std::memory_order_acquire) == 0)
     return false;
   origin = ctl_->note_origin;
   code = ctl_->note_code;
+  revoke_point = ctl_->note_revoke_point;
   // The peer's memory: bounded whatever it wrote.
   auto len = std::min<std::size_t>(ctl_->note_len, shm_note_capacity);
   text.assign(reinterpret_cast<const char*>(ctl_->note_text), len);

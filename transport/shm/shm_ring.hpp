@@ -79,6 +79,7 @@ struct shm_ring_control {
   alignas(64) std::atomic<uint32_t> noted{0};
   int32_t note_origin;
   uint32_t note_code;
+  uint64_t note_revoke_point;
   uint32_t note_len;
   uint8_t note_text[shm_note_capacity];
 };
@@ -132,13 +133,14 @@ public:
   /// Writer: the caller drops its buffers now; the reader must not use
   /// what it copies from the open splices (read() fails from then on).
   void revoke_splices() noexcept;
-  /// Writer: leaves the ABORT it sends (origin, code, reason's bytes, cut
-  /// at shm_note_capacity) in the control block, beside the stream, for a
-  /// reader whose stream ends before the frame (note()). The first note
-  /// stays.
-  void leave_note(int32_t origin, uint32_t code, const uint8_t* text, std::size_t len) noexcept;
+  /// Writer: leaves the ABORT it sends (origin, code, revoke point,
+  /// reason's bytes, cut at shm_note_capacity) in the control block, beside
+  /// the stream, for a reader whose stream ends before the frame (note()).
+  /// The first note stays.
+  void leave_note(int32_t origin, uint32_t code, uint64_t revoke_point, const uint8_t* text,
+                  std::size_t len) noexcept;
   /// Reader: the writer's note, if it left one: true and the fields.
-  bool note(int32_t& origin, uint32_t& code, std::string& text) const;
+  bool note(int32_t& origin, uint32_t& code, uint64_t& revoke_point, std::string& text) const;
   /// Reader: splice bytes taken so far, ever.
   uint64_t spliced() const noexcept { return spliced_; }
 
