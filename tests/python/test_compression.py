@@ -142,9 +142,19 @@ class DocumentedInitTest(unittest.TestCase):
             self.assertIn("MCCL_" + key.upper(), text)
 
 
+def ddp_step_both_ways(rank, world):
+    return {"fp16": ddp_step(rank, world, "fp16"), "none": ddp_step(rank, world, None)}
+
+
 class DdpHookTest(unittest.TestCase):
+    # One process group takes a step both ways (a fresh DDP each): a spawn
+    # costs seconds here.
+    @classmethod
+    def setUpClass(cls):
+        cls.per_rank = harness.run_ranks(ddp_step_both_ways, 2, deadline=120)
+
     def test_fp16_hook_is_within_rounding_and_ranks_agree(self):
-        res = harness.run_ranks(ddp_step, 2, "fp16", deadline=120)
+        res = [r["fp16"] for r in self.per_rank]
         scale = max(r["scale"] for r in res)  # the largest gradient element of any rank
         for r in res:
             # Two ranks: each element is rounded at most 3 times (2^-11 each).
@@ -153,7 +163,7 @@ class DdpHookTest(unittest.TestCase):
         self.assertEqual(res[0]["bits"], res[1]["bits"])
 
     def test_without_the_hook_gradients_are_exact_averages(self):
-        res = harness.run_ranks(ddp_step, 2, None, deadline=120)
+        res = [r["none"] for r in self.per_rank]
         scale = max(r["scale"] for r in res)
         for r in res:
             self.assertLessEqual(r["worst"], 1e-6 * scale, r)
