@@ -120,16 +120,27 @@ void channel::abort(int origin, errc code, const std::string& reason, uint64_t r
   if (conn_)
     conn_->release_buffers({origin, static_cast<uint32_t>(code), reason, revoke_point});
   if (!txq_.empty()) {
-    auto front = std::move(txq_.front());
-    txq_.clear();
-    if (front.written > 0) {
+    std::deque<tx_item> kept;
+    if (txq_.front().written > 0) {
+      auto front = std::move(txq_.front());
+      txq_.pop_front();
       if (front.owned.empty() && front.len > 0) {
         front.owned.assign(front.data, front.data + front.len);
         front.data = front.owned.data();
       }
       front.data_frame = false;
-      txq_.push_back(std::move(front));
+      kept.push_back(std::move(front));
     }
+    // Ending a revoke, the frames the channel owns still go out before the
+    // ABORT: small payloads copied when queued (their ops completed here
+    // as soon as they were queued, and a peer finishing the ops below the
+    // revoke point needs them) and control frames (this rank's REVOKE).
+    // None points into an op's memory.
+    if (code == errc::revoked)
+      for (auto& item : txq_)
+        if (!item.data_frame)
+          kept.push_back(std::move(item));
+    txq_ = std::move(kept);
   }
   crc_tx_.clear(); // after the purge: the frame on the wire was copied out of it
   if (in_payload_ && cur_land_) {

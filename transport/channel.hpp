@@ -135,8 +135,9 @@ public:
   /// copies every payload. False when the channel is closed (nothing
   /// queued, on_sent never comes).
   bool send(const wire::frame_header& h, const uint8_t* data, std::size_t len, frame_ref ref);
-  /// Drops every queued data frame not yet begun and finishes the one on
-  /// the wire from a copy; a payload being read into caller memory goes to
+  /// Drops every queued data frame not yet begun (ending a revoke: only
+  /// those that point into an op's memory) and finishes the one on the
+  /// wire from a copy; a payload being read into caller memory goes to
   /// scratch memory instead. Afterwards the channel holds no pointer into
   /// any op's memory. Then queues an ABORT frame: rank `origin` aborted
   /// with `code` because `reason` (ending a revoke: `revoke_point` is the
