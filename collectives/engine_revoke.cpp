@@ -21,13 +21,14 @@
 //      completion is turned into the failure).
 //   3. Once the collectives below the point ended here, the communicator
 //      closes as revoked: an abort with errc::revoked, which fails what is
-//      left and sends ABORT, carrying the agreed point, to every peer (an
-//      abort drops the frames not yet begun, so a REVOKE queued behind
-//      data may never leave; a peer still waiting for this rank's point
-//      takes the agreed one instead, the largest of all). A peer still finishing its ops
-//      below the point ignores that ABORT: the data frames before it were
-//      all it needed from this rank (an op completes only once its frames
-//      left).
+//      left and sends ABORT, carrying the agreed point, to every peer (a
+//      peer still waiting for this rank's point takes the agreed one, the
+//      largest of all). A peer still finishing its ops below the point
+//      ignores that ABORT: the data frames before it were all it needed
+//      from this rank. An op completes once its frames left or were copied
+//      into the channel's queue; this abort drops only frames that point
+//      into ops' memory, so the copied ones (and the REVOKE) still go out
+//      before it (transport::channel::abort).
 //
 // Rooted collectives (broadcast, reduce, gather, scatter), custom ones and
 // point-to-point ops take part (below the point they run to their end), but
