@@ -1,6 +1,7 @@
 #include "collectives/chunk_faults.hpp"
 
 #include "collectives/frame_signature.hpp"
+#include "transport/fault/fault_draw.hpp"
 
 #include <random>
 
@@ -10,19 +11,8 @@ namespace {
 
 using transport::fault_kind;
 using transport::fault_layer;
-
-uint64_t mix(uint64_t a, uint64_t b) {
-  // splitmix64 step, as the link faults use: unrelated streams per fault,
-  // link and chunk.
-  uint64_t z = a + 0x9E3779B97F4A7C15ull * (b + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-bool matches_rank(int want, int rank) {
-  return want == transport::any_rank || want == rank;
-}
+using transport::matches_rank;
+using transport::mix;
 
 bool is_p2p(const wire::frame_header& h) {
   return (h.flags & wire::flag_p2p) != 0;

@@ -1,6 +1,7 @@
 #include "transport/fault/fault_connection.hpp"
 
 #include "config/log.hpp"
+#include "transport/fault/fault_draw.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -72,18 +73,6 @@ private:
   std::thread thread_;
   bool stop_ = false;
 };
-
-uint64_t mix(uint64_t a, uint64_t b) {
-  // splitmix64 step: different faults and links get unrelated streams.
-  uint64_t z = a + 0x9E3779B97F4A7C15ull * (b + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-bool matches_rank(int want, int rank) {
-  return want == any_rank || want == rank;
-}
 
 /// Copies n bytes at stream offset `at` of the gathered buffers; false if
 /// they end first.
