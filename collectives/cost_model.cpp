@@ -73,9 +73,69 @@ cost_estimate est(double seconds, const char* formula) {
   return {seconds, formula, true};
 }
 
+/// The payload bytes all p ranks send together for one op (what the
+/// memory of their host moves when they share one), and the formula.
+struct all_ranks_traffic {
+  double bytes = 0;
+  const char* formula = nullptr; ///< null: no figure for this algorithm
+};
+
+all_ranks_traffic all_ranks_sent(op_kind kind, const std::string& algorithm, int p, double n) {
+  const double pm1 = p - 1;
+  switch (kind) {
+    case op_kind::allreduce:
+      if (algorithm == "ring" || algorithm == "bidir_ring" || algorithm == "rabenseifner" || algorithm == "direct")
+        return {2 * pm1 * n, "2(p-1)n"};
+      if (algorithm == "rd")
+        return {p * std::log2(static_cast<double>(p)) * n, "p·log2(p)·n"};
+      if (algorithm == "oneshot")
+        return {p * pm1 * n, "p(p-1)n"};
+      break;
+    case op_kind::broadcast:
+      if (algorithm == "tree" || algorithm == "chain")
+        return {pm1 * n, "(p-1)n"};
+      if (algorithm == "scatter_allgather")
+        return {(std::log2(static_cast<double>(p)) / 2 + pm1) * n, "(log2(p)/2 + p-1)n"};
+      break;
+    case op_kind::allgather:
+    case op_kind::reduce_scatter:
+      if (algorithm == "ring" || algorithm == "bidir_ring" || algorithm == "rd")
+        return {pm1 * n, "(p-1)n"};
+      break;
+    case op_kind::reduce:
+      if (algorithm == "tree")
+        return {pm1 * n, "(p-1)n"};
+      break;
+    default:
+      break;
+  }
+  return {};
+}
+
+/// The α–β–γ terms of the ranks' ports (and NICs).
+cost_estimate port_terms(op_kind kind, const std::string& algorithm, int p, double n, const cost_params& c);
+
 } // namespace
 
 cost_estimate predict(op_kind kind, const std::string& algorithm, int p, double n, const cost_params& c) {
+  auto e = port_terms(kind, algorithm, p, n, c);
+  // All ranks on one host: their bytes also queue for the host's memory.
+  if (!e.known || c.host_bus_beta <= 0 || c.ranks_per_host < p || p <= 1)
+    return e;
+  auto traffic = all_ranks_sent(kind, algorithm, p, n);
+  if (traffic.formula == nullptr)
+    return e;
+  double bus = traffic.bytes * c.host_bus_beta;
+  if (bus > e.seconds) {
+    e.seconds = bus;
+    e.formula = "max(" + e.formula + ", " + traffic.formula + "·βbus)";
+  }
+  return e;
+}
+
+namespace {
+
+cost_estimate port_terms(op_kind kind, const std::string& algorithm, int p, double n, const cost_params& c) {
   if (p <= 1)
     return est(0, "0 (one rank)");
   const double pm1 = p - 1;
@@ -155,4 +215,5 @@ cost_estimate predict(op_kind kind, const std::string& algorithm, int p, double 
   return {};
 }
 
+} // namespace
 } // namespace mccl

@@ -11,7 +11,9 @@
 /// output of allgather and the whole input of reduce_scatter. With
 /// several ranks per host, messages between hosts share the host's NIC:
 /// a step in which all k ranks of a host send across hosts takes k times
-/// the bytes' time there.
+/// the bytes' time there. With every rank on one host, the host's memory
+/// bus (host_bus_beta) bounds it too: no faster than the bytes all ranks
+/// send, at the bus's rate.
 
 #include <mccl/collective.hpp>
 
@@ -26,6 +28,11 @@ struct cost_params {
   double host_alpha = 0;  ///< the same within a host
   double host_beta = 0;
   double gamma = 0;       ///< seconds per byte reduced
+  /// Seconds per byte through the memory of a host, which all its ranks'
+  /// transfers share (timed_network.hpp); with every rank on one host the
+  /// estimate is at least the bytes all ranks send times this. 0: not
+  /// modelled.
+  double host_bus_beta = 0;
   int ranks_per_host = 1;
   std::size_t chunk_bytes = 1 << 20; ///< pipelined algorithms' chunk (MCCL_CHUNK_BYTES)
 };

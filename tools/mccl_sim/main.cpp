@@ -22,12 +22,13 @@ namespace {
 
 const char* usage =
   "usage: mccl-sim --ranks N [--ranks-per-host K] --op OP [--algo A] --bytes B\n"
-  "                [--alpha-us A] [--beta-gbps G] [--host-alpha-us A] [--host-gbps G]\n"
+  "                [--alpha-us A] [--beta-gbps G] [--host-alpha-us A] [--host-gbps G] [--host-bus-gbps G]\n"
   "                [--max-rank-bytes B] [--kill RANK [--kill-at SECONDS] [--shrink]] [--json FILE|-]\n"
   "  OP: allreduce, broadcast, reduce, allgather, reduce_scatter; B: bytes of the op's largest\n"
   "  buffer (64M, 1G, ...); A: the algorithm (default: the table's choice for B and N).\n"
   "  Between hosts: --alpha-us (10) and --beta-gbps (10 Gbit/s); within a host: --host-alpha-us (1)\n"
-  "  and --host-gbps (80). --kill: that rank dies at --kill-at virtual seconds (default: a quarter\n"
+  "  and --host-gbps (80) per rank, and --host-bus-gbps (320), the host's memory that all its ranks\n"
+  "  share (0: unlimited). --kill: that rank dies at --kill-at virtual seconds (default: a quarter\n"
   "  of the op's time without the fault); --shrink: the survivors then run the op again.\n"
   "  MCCL_LOG_LEVEL shows the engines' own log (off by default).\n";
 
@@ -74,6 +75,7 @@ nlohmann::json to_json(const mccl::sim::run_options& o, const mccl::sim::run_res
                       {"bytes_per_s", o.net.bytes_per_s},
                       {"host_alpha_s", o.host.alpha},
                       {"host_bytes_per_s", o.host.bytes_per_s},
+                      {"host_bus_bytes_per_s", o.host_bus_bytes_per_s},
                       {"simulated_s", r.seconds},
                       {"predicted_s", r.predicted.known ? nlohmann::json(r.predicted.seconds) : nlohmann::json()},
                       {"formula", r.predicted.formula},
@@ -200,6 +202,8 @@ int main(int argc, char** argv) {
       o.host.alpha = number(a, argv[++i]) * 1e-6;
     } else if (a == "--host-gbps") {
       o.host.bytes_per_s = number(a, argv[++i]) * 1e9 / 8;
+    } else if (a == "--host-bus-gbps") {
+      o.host_bus_bytes_per_s = number(a, argv[++i]) * 1e9 / 8;
     } else if (a == "--max-rank-bytes") {
       o.max_rank_bytes = byte_size(a, argv[++i]);
     } else if (a == "--kill") {

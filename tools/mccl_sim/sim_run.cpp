@@ -105,6 +105,7 @@ public:
     no.ranks_per_host = o.ranks_per_host;
     no.net = o.net;
     no.host = o.host;
+    no.host_bus_bytes_per_s = o.host_bus_bytes_per_s;
     no.payload_scale = scale;
     net_ = std::make_unique<transport::timed_network>(no);
 
@@ -390,6 +391,7 @@ cost_params model_of(const run_options& o) {
   c.beta = 1.0 / o.net.bytes_per_s;
   c.host_alpha = o.host.alpha;
   c.host_beta = 1.0 / o.host.bytes_per_s;
+  c.host_bus_beta = o.host_bus_bytes_per_s > 0 ? 1.0 / o.host_bus_bytes_per_s : 0;
   c.ranks_per_host = o.ranks_per_host;
   // The chunk the engine uses, at full size.
   auto cfg = resolve_config({}, {});

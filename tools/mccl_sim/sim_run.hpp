@@ -35,6 +35,11 @@ struct run_options {
   std::size_t bytes = 1 << 20; ///< the op's size (cost_model.hpp says which buffer)
   transport::link_model net{10e-6, 1.25e9};  ///< 10 us, 10 Gbit/s
   transport::link_model host{1e-6, 10e9};    ///< 1 us, 10 GB/s
+  /// The memory bus all transfers within a host share (timed_network.hpp);
+  /// 0: not modelled. 40 GB/s: what 32 and 64 ranks of the lent 64-core
+  /// machine sustain together (docs/performance.md, "The simulator and
+  /// one host").
+  double host_bus_bytes_per_s = 40e9;
   /// Per-rank buffer budget (scaled mode above it); 0: 256 MiB over all
   /// ranks, at most 1 MiB each.
   std::size_t max_rank_bytes = 0;

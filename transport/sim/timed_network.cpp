@@ -60,6 +60,8 @@ struct timed_state {
   std::priority_queue<arrival, std::vector<arrival>, std::greater<arrival>> arrivals;
   std::vector<port> rank_ports;
   std::vector<port> nic_ports;
+  /// By host: when its memory bus is free (host_bus_bytes_per_s).
+  std::vector<double> bus_free;
   std::vector<char> dead;
 
   std::size_t slot(int from, int to) const {
@@ -129,7 +131,13 @@ struct timed_state {
     double duration = w / link.bytes_per_s;
     auto& tx = same_host ? rank_ports[from] : nic_ports[host_of(from)];
     auto& rx = same_host ? rank_ports[to] : nic_ports[host_of(to)];
-    double sent = std::max(now, tx.tx_free) + duration;
+    double start = std::max(now, tx.tx_free);
+    double sent = start + duration;
+    if (same_host && opts.host_bus_bytes_per_s > 0) {
+      auto& bus = bus_free[static_cast<std::size_t>(host_of(from))];
+      bus = std::max(now, bus) + w / opts.host_bus_bytes_per_s;
+      sent = std::max(sent, bus);
+    }
     tx.tx_free = sent;
     // The last byte lands α after it left, or later when the receiving port
     // was still busy with other senders' bytes.
@@ -253,11 +261,12 @@ private:
 timed_network::timed_network(const timed_network_options& options)
   : state_(std::make_shared<detail::timed_state>()) {
   if (options.world < 1 || options.ranks_per_host < 1 || options.net.bytes_per_s <= 0
-      || options.host.bytes_per_s <= 0 || options.payload_scale < 1)
+      || options.host.bytes_per_s <= 0 || options.host_bus_bytes_per_s < 0 || options.payload_scale < 1)
     throw std::invalid_argument("timed_network: world, ranks per host, rates and scale must be positive");
   state_->opts = options;
   state_->rank_ports.resize(static_cast<std::size_t>(options.world));
   state_->nic_ports.resize(static_cast<std::size_t>(state_->host_of(options.world - 1) + 1));
+  state_->bus_free.assign(state_->nic_ports.size(), 0.0);
   state_->dead.assign(static_cast<std::size_t>(options.world), 0);
   state_->pipes.resize(static_cast<std::size_t>(options.world) * static_cast<std::size_t>(options.world));
 }

@@ -15,6 +15,14 @@
 ///   α after it was sent, or later when the receiver's port (NIC) is busy:
 ///   arrival = max(sent + α, receiver free + w / rate). Bytes of one
 ///   direction arrive in order.
+/// - `host_bus_bytes_per_s`: the memory of a host, which every transfer
+///   between two of its ranks passes (shared memory copies the bytes into
+///   a ring and out again, and a reduction reads them once more). All of a
+///   host's transfers queue for it one after another, each for w / bus
+///   rate, so the host moves at most that many bytes a second however many
+///   ranks it runs: what makes 64 ranks of one host take twice as long as
+///   32 for the same op. A write leaves when both its port and the bus are
+///   done with it. 0: not modelled (every pair has its own path).
 /// - `payload_scale`: data frames' payloads count as that many times their
 ///   size (headers and control frames as they are), so a run that moves
 ///   small buffers takes the time of a large op (mccl-sim's scaled mode).
@@ -48,6 +56,7 @@ struct timed_network_options {
   int ranks_per_host = 1; ///< ranks r and q share a host when r / k == q / k
   link_model net;         ///< between hosts (through the hosts' NICs)
   link_model host;        ///< within a host
+  double host_bus_bytes_per_s = 0; ///< a host's memory, shared by its ranks' transfers (0: unlimited)
   double payload_scale = 1;
 };
 
