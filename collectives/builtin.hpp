@@ -42,6 +42,7 @@ factory_fn make_allgather_rd;
 factory_fn make_allgather_bidir_ring;
 factory_fn make_reduce_scatter_ring;
 factory_fn make_reduce_scatter_rd;
+factory_fn make_reduce_scatter_halving;
 
 // Host-aware step programs (program.hpp): inside hosts, then across them.
 factory_fn make_allreduce_hier;

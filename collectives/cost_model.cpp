@@ -99,7 +99,7 @@ all_ranks_traffic all_ranks_sent(op_kind kind, const std::string& algorithm, int
       break;
     case op_kind::allgather:
     case op_kind::reduce_scatter:
-      if (algorithm == "ring" || algorithm == "bidir_ring" || algorithm == "rd")
+      if (algorithm == "ring" || algorithm == "bidir_ring" || algorithm == "rd" || algorithm == "halving")
         return {pm1 * n, "(p-1)n"};
       break;
     case op_kind::reduce:
@@ -203,6 +203,12 @@ cost_estimate port_terms(op_kind kind, const std::string& algorithm, int p, doub
       if (algorithm == "rd")
         return est(fold(p, n, true, c) + butterfly(l, [&](int) { return n; }, [&](int) { return n; }, c),
                    "log2(p)(α + nβ + nγ)");
+      if (algorithm == "halving")
+        // Rabenseifner's first half: n/2, n/4, ... with a reduction each.
+        return est(fold(p, n, true, c)
+                     + butterfly(l, [&](int r) { return n / (2 << (l - 1 - r)); },
+                                 [&](int r) { return n / (2 << (l - 1 - r)); }, c),
+                   "log2(p)·α + (p-1)/p·n(β + γ)");
       break;
     case op_kind::reduce:
       if (algorithm == "tree")

@@ -410,6 +410,43 @@ program rd_reduce_scatter(int rank, int world) {
   return prog;
 }
 
+program halving_reduce_scatter(int rank, int world) {
+  check_rank("halving_reduce_scatter", rank, world);
+  folding f(world);
+  const int p = f.p;
+  const int rounds = log2_exact(p);
+  program prog;
+  prog.blocks = world;
+  prog.initial_blocks = all_blocks(world);
+  prog.result_blocks = {rank};
+  if (f.is_extra(rank)) {
+    send(prog, 0, rank - p, 0, world);
+    add(prog, f.last_step(rounds), xfer_kind::recv_copy, rank - p, rank, 1);
+    pad(prog, f.total_steps(rounds));
+    return prog;
+  }
+  int extra = f.extra_of(rank);
+  if (extra >= 0)
+    add(prog, 0, xfer_kind::recv_reduce, extra, 0, world);
+  // As in rabenseifner_allreduce, over the core ranks: the range of core
+  // ranks [lo, lo + 2d) whose blocks (and their extras' blocks) this rank
+  // holds splits in halves of d; it keeps the half with its own block.
+  int s = f.fold_steps();
+  int lo = 0;
+  for (int d = p / 2; d >= 1; d /= 2, ++s) {
+    int partner = rank ^ d;
+    bool upper = (rank & d) != 0;
+    add_spans(prog, s, xfer_kind::send, partner, gathered_spans(upper ? lo : lo + d, d, f));
+    add_spans(prog, s, xfer_kind::recv_reduce, partner, gathered_spans(upper ? lo + d : lo, d, f));
+    if (upper)
+      lo += d;
+  }
+  if (extra >= 0)
+    send(prog, s, extra, extra, 1);
+  pad(prog, f.total_steps(rounds));
+  return prog;
+}
+
 program scatter_allgather_broadcast(int rank, int world, int root) {
   check_rooted("scatter_allgather_broadcast", rank, world, root);
   const int depth = ceil_log2(world);

@@ -187,6 +187,12 @@ std::unique_ptr<algorithm> make_reduce_scatter_rd(collective_io& io, const colle
                         "recursive-doubling reduce-scatter");
 }
 
+std::unique_ptr<algorithm> make_reduce_scatter_halving(collective_io& io, const collective_args& a) {
+  auto p = sched::halving_reduce_scatter(a.rank, a.world);
+  p.rounds = spans_hosts(a);
+  return reduce_scatter(io, a, std::move(p), "recursive-halving reduce-scatter");
+}
+
 std::unique_ptr<algorithm> make_allgather_ring(collective_io& io, const collective_args& a) {
   return allgather(io, a, sched::ring_allgather(a.rank, a.world), "ring allgather");
 }

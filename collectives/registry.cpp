@@ -88,6 +88,7 @@ void register_builtin_algorithms() {
     register_algorithm(op_kind::allgather, "bidir_ring", make_allgather_bidir_ring, program);
     register_algorithm(op_kind::reduce_scatter, "ring", make_reduce_scatter_ring, program);
     register_algorithm(op_kind::reduce_scatter, "rd", make_reduce_scatter_rd, program);
+    register_algorithm(op_kind::reduce_scatter, "halving", make_reduce_scatter_halving, program);
     register_algorithm(op_kind::allreduce, "hier", make_allreduce_hier, program);
     register_algorithm(op_kind::broadcast, "hier", make_broadcast_hier, program);
     register_algorithm(op_kind::allgather, "hier", make_allgather_hier, program);
@@ -184,6 +185,15 @@ std::string default_algorithm(op_kind kind, std::size_t bytes, int world, const 
         return "rd";
       return "ring";
     case op_kind::reduce_scatter:
+      // Recursive halving: the ring's bytes in log2(p) rounds. On one host
+      // of 64 cores, 4 to 64 ranks (powers of two), 4 KiB to 64 MiB, it took
+      // 0.04-0.96x the ring's time (the ring's p-1 steps each wait on a
+      // neighbour) and beat recursive doubling everywhere but 64 KiB on 4
+      // and 8 ranks (within 30 %; docs/performance.md, "Reduce-scatter by
+      // recursive halving"). Without a power of two its folding sends the
+      // whole vector twice more: the old rule there.
+      if (world > 2 && power_of_two(world))
+        return "halving";
       // Recursive doubling moves the whole vector every round: it only pays
       // off at small sizes, and more so at larger worlds.
       if (world > 2 && bytes <= (world >= 8 ? 256 * KiB : 16 * KiB))

@@ -161,6 +161,14 @@ program ring_reduce_scatter(int rank, int world);
 /// all world blocks too.
 program rd_reduce_scatter(int rank, int world);
 
+/// Recursive halving, the reduce-scatter half of rabenseifner_allreduce:
+/// log2(p) steps of n/2, n/4, ... bytes (p the largest power of two up to
+/// world), each rank keeping the half that holds its block. Ranks beyond p
+/// fold into a partner first (their whole vector) and get their block back
+/// last. The bytes of the ring in log2(p) steps instead of world - 1: on
+/// many ranks of one host, where every step waits on a partner's wake-up.
+program halving_reduce_scatter(int rank, int world);
+
 // ---- broadcast / reduce -----------------------------------------------------
 
 /// Large broadcast: the root scatters the world blocks along a binomial

@@ -185,7 +185,7 @@ struct algos {
 const algos compressing[] = {
   {op_kind::allreduce, {"rd", "rabenseifner", "bidir_ring"}},
   {op_kind::reduce, {"tree", "ring"}},
-  {op_kind::reduce_scatter, {"ring", "rd"}},
+  {op_kind::reduce_scatter, {"ring", "rd", "halving"}},
   {op_kind::allgather, {"ring", "rd", "bidir_ring"}},
   {op_kind::broadcast, {"scatter_allgather"}},
 };

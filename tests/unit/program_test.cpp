@@ -137,6 +137,21 @@ TEST(program, rd_reduce_scatter_for_every_world) {
   }
 }
 
+TEST(program, halving_reduce_scatter_for_every_world) {
+  for (int w = 1; w <= max_world; ++w) {
+    int steps = log2_exact(floor_pow2(w)) + fold_steps(w);
+    collective c{w, payload::reduction, steps, all_of(w), own_block(), fully_reduced(w)};
+    ASSERT_TRUE(run([w](int r) { return halving_reduce_scatter(r, w); }, c)) << "w=" << w;
+    // A core rank sends half of what it holds each step: its group's blocks
+    // and their extras', at most two ranges; the whole vector only to fold.
+    for (int r = 0; r < w; ++r) {
+      auto prog = halving_reduce_scatter(r, w);
+      for (const auto& st : prog.steps)
+        ASSERT_LE(st.xfers.size(), 4u) << "w=" << w << " r=" << r;
+    }
+  }
+}
+
 // ---- broadcast / reduce -----------------------------------------------------------
 
 TEST(program, scatter_allgather_broadcast_for_every_world_and_root) {
@@ -277,7 +292,8 @@ TEST(program, bad_arguments_throw) {
                          named_unrooted{bidir_ring_allgather, "bidir_ring_allgather"},
                          named_unrooted{rd_allgather, "rd_allgather"},
                          named_unrooted{ring_reduce_scatter, "ring_reduce_scatter"},
-                         named_unrooted{rd_reduce_scatter, "rd_reduce_scatter"}}) {
+                         named_unrooted{rd_reduce_scatter, "rd_reduce_scatter"},
+                         named_unrooted{halving_reduce_scatter, "halving_reduce_scatter"}}) {
     is_invalid_argument([f = f] { f(0, 0); }, name);
     is_invalid_argument([f = f] { f(0, -3); }, name);
     is_invalid_argument([f = f] { f(-1, 4); }, name);
@@ -301,6 +317,7 @@ TEST(program, bad_arguments_throw) {
 TEST(program, world_of_one_has_no_steps) {
   for (auto p : {rd_allreduce(0, 1), rabenseifner_allreduce(0, 1), ring_allgather(0, 1),
                  rd_allgather(0, 1), ring_reduce_scatter(0, 1), rd_reduce_scatter(0, 1),
+                 halving_reduce_scatter(0, 1),
                  scatter_allgather_broadcast(0, 1, 0), tree_reduce(0, 1, 0), ring_reduce(0, 1, 0)}) {
     EXPECT_TRUE(p.steps.empty());
     EXPECT_EQ(p.blocks, 1);
