@@ -113,28 +113,6 @@ all_ranks_traffic all_ranks_sent(op_kind kind, const std::string& algorithm, int
 }
 
 /// The α–β–γ terms of the ranks' ports (and NICs).
-cost_estimate port_terms(op_kind kind, const std::string& algorithm, int p, double n, const cost_params& c);
-
-} // namespace
-
-cost_estimate predict(op_kind kind, const std::string& algorithm, int p, double n, const cost_params& c) {
-  auto e = port_terms(kind, algorithm, p, n, c);
-  // All ranks on one host: their bytes also queue for the host's memory.
-  if (!e.known || c.host_bus_beta <= 0 || c.ranks_per_host < p || p <= 1)
-    return e;
-  auto traffic = all_ranks_sent(kind, algorithm, p, n);
-  if (traffic.formula == nullptr)
-    return e;
-  double bus = traffic.bytes * c.host_bus_beta;
-  if (bus > e.seconds) {
-    e.seconds = bus;
-    e.formula = "max(" + e.formula + ", " + traffic.formula + "·βbus)";
-  }
-  return e;
-}
-
-namespace {
-
 cost_estimate port_terms(op_kind kind, const std::string& algorithm, int p, double n, const cost_params& c) {
   if (p <= 1)
     return est(0, "0 (one rank)");
@@ -222,4 +200,21 @@ cost_estimate port_terms(op_kind kind, const std::string& algorithm, int p, doub
 }
 
 } // namespace
+
+cost_estimate predict(op_kind kind, const std::string& algorithm, int p, double n, const cost_params& c) {
+  auto e = port_terms(kind, algorithm, p, n, c);
+  // All ranks on one host: their bytes also queue for the host's memory.
+  if (!e.known || c.host_bus_beta <= 0 || c.ranks_per_host < p || p <= 1)
+    return e;
+  auto traffic = all_ranks_sent(kind, algorithm, p, n);
+  if (traffic.formula == nullptr)
+    return e;
+  double bus = traffic.bytes * c.host_bus_beta;
+  if (bus > e.seconds) {
+    e.seconds = bus;
+    e.formula = "max(" + e.formula + ", " + traffic.formula + "·βbus)";
+  }
+  return e;
+}
+
 } // namespace mccl
