@@ -28,12 +28,14 @@ std::string rank_name(int r) {
 }
 
 /// What this rank posts: its whole input, or nothing.
-std::size_t posted_bytes(const op_request& op, int rank) noexcept {
+std::size_t posted_bytes(const op_request& op, int rank, int world) noexcept {
   switch (op.kind) {
     case op_kind::allreduce:
     case op_kind::reduce:
     case op_kind::allgather:
       return op.bytes();
+    case op_kind::reduce_scatter:
+      return op.bytes() * static_cast<std::size_t>(world); // a block for every rank
     case op_kind::broadcast:
       return rank == op.root ? op.bytes() : 0;
     default:
@@ -113,6 +115,8 @@ bool fits_board(const op_request& op, int world, std::size_t slot_bytes) noexcep
     case op_kind::broadcast:
     case op_kind::allgather:
       return op.bytes() <= slot_bytes;
+    case op_kind::reduce_scatter:
+      return op.bytes() * static_cast<std::size_t>(world) <= slot_bytes;
     case op_kind::barrier:
       return true;
     default:
@@ -136,7 +140,7 @@ board_outcome run_on_board(const op_request& op, const board_call& call) {
   auto mine = board_tag_of(op, call.world);
   // The input goes onto the board first: the result may overwrite the
   // caller's buffer (in place) while peers still read our bank.
-  call.board->post(call.n, call.seq, mine, op.send, posted_bytes(op, call.rank));
+  call.board->post(call.n, call.seq, mine, op.send, posted_bytes(op, call.rank, call.world));
   auto waited = wait_all(call, mine);
   if (waited.code != errc::none)
     return waited;
@@ -167,6 +171,20 @@ board_outcome run_on_board(const op_request& op, const board_call& call) {
         std::memcpy(op.recv, call.board->bytes_of(op.root, call.n), bytes);
       else if (call.rank == op.root && op.recv != op.send && bytes > 0)
         std::memcpy(op.recv, op.send, bytes);
+      break;
+    case op_kind::reduce_scatter:
+      if (bytes > 0) {
+        // This rank's block of every rank's posted input, reduced in rank
+        // order; its own from the board too, since its output may lie in
+        // its input (in place).
+        auto block = static_cast<std::size_t>(call.rank) * bytes;
+        auto part = [&](int p) { return static_cast<const uint8_t*>(call.board->bytes_of(p, call.n)) + block; };
+        std::memmove(op.recv, part(0), bytes);
+        for (int p = 1; p < call.world; ++p)
+          reduce(op.op, op.type, op.recv, part(p), op.count);
+        if (op.op == redop::avg)
+          finish_avg(op.type, op.recv, op.count, call.world);
+      }
       break;
     case op_kind::allgather:
       for (int p = 0; p < call.world && bytes > 0; ++p)

@@ -1,8 +1,8 @@
 #pragma once
 /// Small collectives on the host board (transport/shm/shm_board.hpp), run
 /// to their end by the calling thread when every rank of the communicator
-/// is on this host: allreduce, reduce, broadcast, allgather and barrier of
-/// up to the board's slot size per rank. No frames, no engine: each rank
+/// is on this host: allreduce, reduce, broadcast, allgather, reduce_scatter
+/// and barrier whose input fits the board's slot size per rank. No frames, no engine: each rank
 /// posts its bytes once and reads the peers' straight from their slots,
 /// reducing in rank order 0..n-1 so every rank computes bit-identical
 /// results (as the one-shot allreduce does over links).

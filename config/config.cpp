@@ -288,8 +288,9 @@ const setting_def setting_table[] = {
      cfg.shm_ring_bytes = bytes;
    }},
   {"MCCL_SHM_BOARD_BYTES", "16K", "a byte size between 0 and 1M (suffixes K, M, G; e.g. 16K)",
-   "When every rank is on one host: collectives of up to this many bytes per rank (and at most "
-   "MCCL_INLINE_BYTES) go through one shared board instead of the links, in the call; 0: never. "
+   "When every rank is on one host: collectives whose input is up to this many bytes per rank "
+   "(allreduce, reduce, broadcast, allgather, reduce_scatter, barrier; at most MCCL_INLINE_BYTES) go "
+   "through one shared board instead of the links, in the call; 0: never. "
    "Every rank must use the same value.",
    [](config& cfg, const std::string& text) {
      cfg.shm_board_bytes = parse_bytes(text, 0, mib);
