@@ -25,6 +25,7 @@ path (faults_test.Rank); every wait is bounded; nothing may be left in
 /dev/shm.
 """
 
+import glob
 import json
 import os
 import re
@@ -88,10 +89,11 @@ class MembershipFaultsTest(unittest.TestCase):
     def start(self, world, args, faults, newcomer_args=None):
         """`world` ranks of mccl_membership with the scenario `faults`, plus a
         newcomer process (id 100) when newcomer_args is given."""
-        path = os.path.join(self.tmp, "scenario.json")
+        self.run_dir = tempfile.mkdtemp(dir=self.tmp)  # this run's scenario and reports
+        path = os.path.join(self.run_dir, "scenario.json")
         with open(path, "w") as f:
             json.dump({"seed": 1, "faults": faults}, f)
-        env = dict(SETTINGS, MCCL_FAULTS=path, MCCL_FAULTS_REPORT=os.path.join(self.tmp, "report"))
+        env = dict(SETTINGS, MCCL_FAULTS=path, MCCL_FAULTS_REPORT=os.path.join(self.run_dir, "report"))
         port = free_port()
         started = [Rank(r, world, port, args, env, program=MCCL_MEMBERSHIP) for r in range(world)]
         if newcomer_args is not None:
@@ -113,6 +115,10 @@ class MembershipFaultsTest(unittest.TestCase):
     def assert_crashed_inside(self, victim, change):
         self.assertEqual(victim.returncode, 99, victim.describe())
         self.assertRegex(victim.output("stderr"), rf"crashes \(exit 99\) during {change}", victim.describe())
+        # The fault report, written before the exit, has it too.
+        reports = glob.glob(os.path.join(self.run_dir, "report.rank*.json"))
+        said = [p for p in reports if f"during {change}" in open(p).read()]
+        self.assertEqual(len(said), 1, f"reports naming the crash during {change}: {said} of {reports}")
 
     def assert_change_failed(self, live, change, naming):
         """Every live process's change failed within the bound, naming
