@@ -14,6 +14,10 @@ void membership_fault_point(const communicator::impl* from, communicator::impl& 
   auto scenario = from && from->fault_scenario ? from->fault_scenario : built.fault_scenario;
   if (!scenario)
     return;
+  // A scenario given in C++ (comm_options::faults) reaches the next change
+  // too: the communicator built here did not load it from MCCL_FAULTS.
+  if (!built.fault_scenario)
+    built.fault_scenario = scenario;
   // The report of the communicator being built: its setup has just
   // written where it goes (MCCL_FAULTS_REPORT, the rank and its id).
   auto* report = built.fault_report ? built.fault_report.get() : from ? from->fault_report.get() : nullptr;
