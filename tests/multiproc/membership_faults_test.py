@@ -117,7 +117,11 @@ class MembershipFaultsTest(unittest.TestCase):
         self.assertRegex(victim.output("stderr"), rf"crashes \(exit 99\) during {change}", victim.describe())
         # The fault report, written before the exit, has it too.
         reports = glob.glob(os.path.join(self.run_dir, "report.rank*.json"))
-        said = [p for p in reports if f"during {change}" in open(p).read()]
+        said = []
+        for path in reports:
+            with open(path) as f:
+                if f"during {change}" in f.read():
+                    said.append(path)
         self.assertEqual(len(said), 1, f"reports naming the crash during {change}: {said} of {reports}")
 
     def assert_change_failed(self, live, change, naming):
