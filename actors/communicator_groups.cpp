@@ -183,6 +183,7 @@ communicator communicator::split(int color, int key) {
   std::exception_ptr failed;
   try {
     sub = detail::make_communicator(p.rt, o, true, store_host);
+    sub.impl_->job_rank = p.job_rank;
   } catch (...) {
     failed = std::current_exception();
   }
@@ -233,9 +234,27 @@ communicator communicator::shrink(const std::vector<int>& excluded) {
                                   + ": this communicator has no rendezvous store");
   auto sub = detail::make_communicator(p.rt, o, true, meet.store_host, meet.standby);
   sub.impl_->store_server = p.store_server;
+  detail::membership_fault_point(&p, *sub.impl_, transport::membership_change::shrink);
   // Nobody returns (and perhaps finalizes this communicator, taking rank 0's
-  // store down) before every survivor has connected.
-  sub.barrier().wait();
+  // store down) before every survivor has connected. A survivor lost
+  // before it entered this barrier fails it on every survivor alike, so
+  // they all still hold this communicator and can shrink it again,
+  // excluding that rank too. (Retrying inside would need the survivors to
+  // agree on who was lost; the caller, who chose the first set, chooses.)
+  try {
+    sub.barrier().wait();
+  } catch (const error& e) {
+    std::string mapping;
+    for (int r = 0; r < p.world; ++r)
+      if (!gone[r])
+        mapping += (mapping.empty() ? "" : ", ") + std::to_string(r);
+    throw error(e.code(), "shrink on rank " + std::to_string(p.rank) + " without rank(s) " + listed
+                            + ": a survivor was lost before every survivor confirmed the shrunk communicator"
+                              " (whose ranks 0.." + std::to_string(o.world_size - 1) + " are ranks " + mapping
+                            + " here): " + e.message()
+                            + "; the shrink failed on every survivor: call shrink again, excluding the lost "
+                              "rank too");
+  }
   return sub;
 }
 

@@ -19,9 +19,25 @@ namespace {
 /// Every member of a grown communicator: make it, then
 /// wait until every member has connected, so that nobody leaves (and
 /// perhaps exits, taking the store with it) while others still meet there.
-communicator meet(const std::shared_ptr<runtime::impl>& rt, const comm_options& o, bool sub) {
+/// `from`: the communicator an old rank grows (null for a newcomer).
+communicator meet_grown(const std::shared_ptr<runtime::impl>& rt, const comm_options& o, bool sub,
+                        const communicator::impl* from) {
   auto c = detail::make_communicator(rt, o, sub, 0, true);
-  c.barrier().wait();
+  detail::membership_fault_point(from, *detail::communicator_factory::impl_of(c),
+                                 transport::membership_change::grow);
+  // A member lost before it entered the barrier fails it on every member
+  // alike: the old ranks keep their communicator, and all of them can try
+  // again with a new handle.
+  try {
+    c.barrier().wait();
+  } catch (const error& e) {
+    throw error(e.code(), std::string(from ? "grow" : "join") + " on rank " + std::to_string(o.rank)
+                            + ": communicator " + std::to_string(o.comm_id) + " of " + std::to_string(o.world_size)
+                            + " ranks lost a member before every member confirmed it: " + e.message()
+                            + "; the grow failed on every member and the old ranks keep their communicator: "
+                              "make a new handle (grow_handle) and grow again (after a shrink, when an old "
+                              "rank was lost)");
+  }
   return c;
 }
 
@@ -66,7 +82,7 @@ communicator communicator::grow(const std::string& handle) {
   o.store = detail::standby_client(t.store, p.rank, p.cfg.connect_timeout, "rank 0");
   MCCL_LOG(info, who << ": communicator " << p.comm_id << " grows from " << p.world << " to " << t.new_size
                      << " ranks -> communicator " << o.comm_id);
-  return meet(p.rt, o, true);
+  return meet_grown(p.rt, o, true, &p);
 }
 
 communicator runtime::join(const std::string& handle, int rank, const config_overrides& overrides) {
@@ -104,7 +120,7 @@ communicator runtime::join(const std::string& handle, int rank, const config_ove
   o.rank = rank;
   MCCL_LOG(info, "join: communicator " << t.comm << " grows from " << t.old_size << " to " << t.new_size
                                        << " ranks -> communicator " << o.comm_id << ", rank " << rank);
-  return meet(impl_, o, false);
+  return meet_grown(impl_, o, false, nullptr);
 }
 
 } // namespace mccl

@@ -8,6 +8,7 @@
 #include "actors/comm_core.hpp"
 #include "actors/runtime_impl.hpp"
 #include "transport/fault/fault_report.hpp"
+#include <mccl/faults.hpp>
 #include "transport/store/tcp_store.hpp"
 
 #include <atomic>
@@ -25,6 +26,11 @@ struct communicator::impl {
   config_overrides overrides; ///< the explicit settings, inherited by split()
   int rank = 0;
   int world = 1;
+  /// This process's rank in the communicator it was launched into, kept by
+  /// every communicator made from that one (split, shrink, grow,
+  /// reconfigure); a newcomer's is its rank where it joined. Which process
+  /// a fault "during" a membership change names (faults.hpp).
+  int job_rank = 0;
   uint32_t comm_id = 0;
   std::string master_addr;
   store_ptr rendezvous; ///< kept for split(): sub-communicators meet here
@@ -48,6 +54,9 @@ struct communicator::impl {
   std::shared_ptr<actors::comm_core> core;
   /// Fault injection (MCCL_FAULTS or comm_options::faults); null: none.
   std::shared_ptr<transport::fault_recorder> fault_report;
+  /// Its scenario, whose faults "during" a membership change fire in
+  /// shrink, grow and reconfigure (detail::membership_fault_point).
+  std::shared_ptr<const transport::fault_scenario> fault_scenario;
   /// The deadline of ops issued from now on, in ms, once set_timeout was
   /// called; 0: cfg.timeout (MCCL_TIMEOUT_MS). Atomic: ops may be issued
   /// from other threads while it changes.
@@ -87,6 +96,7 @@ namespace detail {
 
 struct communicator_factory {
   static communicator make(std::shared_ptr<communicator::impl> p) { return communicator(std::move(p)); }
+  static communicator::impl* impl_of(const communicator& c) { return c.impl_.get(); }
 };
 
 /// Creates a communicator of runtime `rt` from `o`: rendezvous, the job
@@ -99,6 +109,16 @@ struct communicator_factory {
 /// (actors/standby_store.hpp), which outlives a failed setup.
 communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const comm_options& o,
                                bool sub_communicator, int store_host = -1, bool standby = false);
+
+/// Where a membership change lets a fault scenario's rank faults "during"
+/// it fire (include/mccl/faults.hpp, membership_change): this process is
+/// connected to every member of `built` and has not confirmed the change
+/// yet. `from` is the communicator the change was called on (null for a
+/// newcomer); `built` takes its job_rank (a newcomer keeps its own), which
+/// the faults name. The scenario is `from`'s, else `built`'s. A crash
+/// never returns.
+void membership_fault_point(const communicator::impl* from, communicator::impl& built,
+                            transport::membership_change change);
 
 /// The id of a communicator derived from `parent`: every member computes
 /// the same one from values they all agree on, and it differs from the

@@ -12,6 +12,8 @@
 
 #include <cstdlib>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 namespace mccl {
@@ -49,12 +51,21 @@ void keep_decision_readable(store& s, const std::string& key, int world) {
   }
 }
 
+/// What a member learns of the communicator being built while it waits
+/// for the decision: the first abort (a member lost after it connected).
+struct build_watch {
+  std::mutex mutex;
+  std::string lost; ///< empty: none
+};
+
 /// reconfigure() for any member, old or new: the checks, building the
 /// communicator, and the decision. `overrides` are the member's settings.
+/// `from`: the communicator an old member reconfigures (null for a
+/// newcomer).
 communicator reconfigure_member(const std::shared_ptr<runtime::impl>& rt, const std::string& mine,
                                 const std::string& uuid, const std::vector<std::string>& handles,
                                 std::chrono::milliseconds timeout, config_overrides overrides,
-                                const std::string& master_addr, bool sub) {
+                                const std::string& master_addr, bool sub, const communicator::impl* from) {
   auto start = clock_type::now();
   std::string who = "reconfigure " + mccl::quoted(uuid);
   if (uuid.empty() || uuid.size() > 200 || uuid.find_first_of(" \t\r\n") != std::string::npos)
@@ -137,6 +148,21 @@ communicator reconfigure_member(const std::shared_ptr<runtime::impl>& rt, const 
     decide("abort member " + std::to_string(rank) + " failed: " + e.message());
     throw not_committed(e.code(), e.message());
   }
+  detail::membership_fault_point(from, *detail::communicator_factory::impl_of(next),
+                                 transport::membership_change::reconfigure);
+  // A member lost from here on never says ready: rather than wait out the
+  // timeout, a member whose new communicator aborted (its link to the lost
+  // one closed) decides "abort" at once, naming why.
+  auto watch = std::make_shared<build_watch>();
+  next.on_abort([watch](const error& e) {
+    std::lock_guard<std::mutex> guard{watch->mutex};
+    if (watch->lost.empty())
+      watch->lost = e.message();
+  });
+  auto lost = [&watch] {
+    std::lock_guard<std::mutex> guard{watch->mutex};
+    return watch->lost;
+  };
   std::string decision;
   try {
     store->set(key + "ready/" + std::to_string(rank), "1");
@@ -150,6 +176,10 @@ communicator reconfigure_member(const std::shared_ptr<runtime::impl>& rt, const 
         ++missing;
       if (missing == o.world_size) {
         decision = decide("commit");
+        break;
+      }
+      if (auto why = lost(); !why.empty()) {
+        decision = decide("abort member " + std::to_string(rank) + " lost a member of the new communicator: " + why);
         break;
       }
       if (clock_type::now() >= start + timeout) {
@@ -194,7 +224,7 @@ communicator communicator::reconfigure(const std::string& uuid, const std::vecto
                                        std::chrono::milliseconds timeout) {
   auto& p = checked();
   return reconfigure_member(p.rt, get_reconfigure_handle(), uuid, handles, timeout, p.inherited_overrides(),
-                            p.master_addr, true);
+                            p.master_addr, true, &p);
 }
 
 namespace {
@@ -216,7 +246,7 @@ std::string runtime::get_reconfigure_handle() {
 communicator runtime::reconfigure(const std::string& mine, const std::string& uuid,
                                   const std::vector<std::string>& handles, std::chrono::milliseconds timeout,
                                   const config_overrides& overrides) {
-  return reconfigure_member(impl_, mine, uuid, handles, timeout, overrides, "", false);
+  return reconfigure_member(impl_, mine, uuid, handles, timeout, overrides, "", false, nullptr);
 }
 
 

@@ -102,13 +102,18 @@ namespace {
 /// The scenario of MCCL_FAULTS (or comm_options::faults) for this rank, with
 /// its report; null when no faults are to be injected.
 std::shared_ptr<transport::fault_injector> make_fault_injector(communicator::impl& p,
-                                                               const comm_options& o) {
+                                                               const comm_options& o, bool derived) {
   std::shared_ptr<const transport::fault_scenario> scenario = o.faults;
   if (!scenario && !p.cfg.faults.empty())
     scenario = std::make_shared<transport::fault_scenario>(transport::load_fault_scenario(p.cfg.faults));
   if (!scenario)
     return nullptr;
-  transport::check_fault_ranks(*scenario, o.world_size);
+  // The scenario names the ranks of the job as launched. A communicator
+  // made from another (split, shrink, grow, reconfigure) may have fewer:
+  // a fault naming a rank it lacks does not act there, and is no mistake.
+  if (!derived)
+    transport::check_fault_ranks(*scenario, o.world_size);
+  p.fault_scenario = scenario;
   // MCCL_FAULTS_REPORT=PREFIX, else the scenario's path without .json
   // (the C++ API: mccl-faults in the working directory), plus the rank.
   std::string prefix = p.cfg.faults_report;
@@ -175,6 +180,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   p->master_addr = o.master_addr;
   p->cfg = resolve_config(merged(rt->overrides, o.overrides));
   p->rank = o.rank;
+  p->job_rank = o.rank; // a communicator made from another takes that one's
   p->world = o.world_size;
   p->comm_id = o.comm_id;
   p->store_host = o.store ? store_host : 0;
@@ -209,7 +215,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   std::shared_ptr<transport::tcp_link_resumer> resumer; // MCCL_RECONNECT_MS
   std::shared_ptr<transport::shm_board> board;          // every rank on this host
   // Before connecting: a bad scenario file fails fast, on every rank.
-  auto injector = o.world_size > 1 ? make_fault_injector(*p, o) : nullptr;
+  auto injector = o.world_size > 1 ? make_fault_injector(*p, o, sub_communicator) : nullptr;
 
   if (o.world_size > 1) {
     int master_port = o.master_port;

@@ -185,8 +185,11 @@ std::string op_session::describe_op() const {
   std::string number = op.kind == op_kind::recv ? ""
                        : op.kind == op_kind::send ? " message " + std::to_string(op.seq)
                                                   : " seq " + std::to_string(op.seq);
+  // What describe() has in parentheses: "count 1000, float32, sum)", or
+  // just ")" for an op without arguments (a barrier).
+  auto args = what.substr(paren + 1);
   return what.substr(0, paren) + number + " on rank " + std::to_string(args_.rank) + " ("
-         + algorithm_name_ + ", " + what.substr(paren + 1);
+         + algorithm_name_ + (args == ")" ? "" : ", ") + args;
 }
 
 std::string op_session::check_signature(const wire::frame_header& h, int peer) const {

@@ -13,7 +13,9 @@
 /// passed since the communicator started, the fault has fired fewer than
 /// `count` times (0: no limit), and a draw from the seeded generator falls
 /// below `probability`. Rank faults act on the process of `rank`: at the
-/// first frame it sends of op `seq`, or after_ms.
+/// first frame it sends of op `seq`, or after_ms, or, with `during`, inside
+/// a membership change (shrink, grow, reconfigure) at the point named in
+/// membership_change below.
 ///
 /// With "on": "chunk", drop, delay, duplicate and reorder act one layer
 /// up, on the chunk messages rank b's ops receive from rank a (where a
@@ -47,6 +49,22 @@ bool is_link_fault(fault_kind kind) noexcept;
 
 constexpr int any_rank = -1;
 
+/// The membership change inside which a rank fault with "during" fires.
+/// It fires on the process once it is connected to every other member of
+/// the communicator the change builds, before it confirms the change (the
+/// closing barrier of shrink and grow, the "ready" of reconfigure): the
+/// other members are then mid-change and must notice the loss. `rank` is
+/// the rank the process was launched as (its rank in the communicator it
+/// created, kept through split, shrink, grow and reconfigure, so a retry
+/// after a shrink names the same process); a newcomer (runtime::join,
+/// runtime::reconfigure) is named by the rank it takes in the communicator
+/// it joins (for join: the old size and up; for reconfigure: its place in
+/// the list of handles). Each fires at most once per process.
+enum class membership_change : uint8_t { none, shrink, grow, reconfigure };
+
+/// "shrink", "grow", "reconfigure" ("" for none).
+const char* to_string(membership_change change) noexcept;
+
 /// Where a link fault acts: on the frames a link sends (the connection
 /// decorator, below the link actor), or on the chunk messages an op
 /// receives (between the link actor and the op actor).
@@ -72,6 +90,8 @@ struct fault_spec {
   uint32_t bits = 0;  ///< corrupt: bit flips (when bytes is 0; default 1)
   uint32_t bytes = 0; ///< corrupt: bytes overwritten with random values
   int exit_code = 99; ///< crash
+  /// Rank faults: fire inside this change instead of at `seq` / after_ms.
+  membership_change during = membership_change::none;
 };
 
 struct fault_scenario {
@@ -90,7 +110,8 @@ fault_scenario parse_fault_scenario(const std::string& json_text, const std::str
 fault_scenario load_fault_scenario(const std::string& path);
 
 /// Checks that every rank named is below `world` (ranks outside the job are
-/// a mistake, not a fault that never fires).
+/// a mistake, not a fault that never fires). Faults `during` a membership
+/// change are not checked: a grow's newcomers have ranks past `world`.
 void check_fault_ranks(const fault_scenario& s, int world);
 
 } // namespace mccl::transport

@@ -138,6 +138,14 @@ TEST(FaultScenario, MalformedFilesNameWhatIsWrong) {
     {R"({"faults": [{"kind": "drop", "link": "0->1", "op": "allreduce"}]})", {"unknown key \"op\""}},
     {R"({"faults": [{"kind": "delay", "on": "chunk", "link": "0->1", "ms": 60001}]})",
      {"\"ms\" must be the delay in milliseconds (1..60000)"}},
+    {R"({"faults": [{"kind": "crash", "rank": 2, "during": "shrunk"}]})",
+     {"fault #0 (crash)", "\"during\" must be \"shrink\", \"grow\" or \"reconfigure\"", "got \"shrunk\""}},
+    {R"({"faults": [{"kind": "freeze", "rank": 2, "during": 1}]})", {"fault #0 (freeze)", "\"during\" must be"}},
+    {R"({"faults": [{"kind": "crash", "rank": 2, "during": "grow", "seq": 3}]})",
+     {"\"seq\" must be absent when \"during\" is given (the fault fires inside the grow)"}},
+    {R"({"faults": [{"kind": "crash", "rank": 2, "during": "shrink", "after_ms": 10}]})",
+     {"\"after_ms\" must be absent when \"during\" is given"}},
+    {R"({"faults": [{"kind": "drop", "link": "0->1", "during": "shrink"}]})", {"unknown key \"during\""}},
   };
   for (const auto& c : cases) {
     auto msg = parse_error(c.text);
@@ -145,6 +153,25 @@ TEST(FaultScenario, MalformedFilesNameWhatIsWrong) {
       EXPECT_NE(msg.find(w), std::string::npos) << "for " << c.text << "\nmessage: " << msg
                                                 << "\nmissing: " << w;
   }
+}
+
+TEST(FaultScenario, RankFaultsFireDuringAMembershipChange) {
+  auto s = parse_fault_scenario(R"({"faults": [
+    {"kind": "crash", "rank": 2, "during": "shrink", "exit_code": 7},
+    {"kind": "freeze", "rank": 5, "during": "grow"},
+    {"kind": "crash", "rank": 0, "during": "reconfigure"},
+    {"kind": "crash", "rank": 1, "seq": 4}]})", "t.json");
+  ASSERT_EQ(s.faults.size(), 4u);
+  EXPECT_EQ(s.faults[0].during, membership_change::shrink);
+  EXPECT_EQ(s.faults[0].rank, 2);
+  EXPECT_EQ(s.faults[0].exit_code, 7);
+  EXPECT_EQ(s.faults[1].during, membership_change::grow);
+  EXPECT_EQ(s.faults[1].kind, fault_kind::freeze);
+  EXPECT_EQ(s.faults[2].during, membership_change::reconfigure);
+  EXPECT_EQ(s.faults[3].during, membership_change::none);
+  // A grow's newcomer has a rank past the job's size: not refused.
+  EXPECT_NO_THROW(check_fault_ranks(s, 4));
+  EXPECT_THROW(check_fault_ranks(s, 1), mccl::error) << "fault #3 names rank 1";
 }
 
 TEST(FaultScenario, RanksOutsideTheJobAreRefused) {

@@ -2,6 +2,7 @@
 
 #include "config/log.hpp"
 #include "transport/fault/fault_draw.hpp"
+#include "transport/fault/rank_faults.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -104,8 +105,8 @@ void fault_injector::start() {
   std::weak_ptr<fault_injector> weak = shared_from_this();
   for (std::size_t i = 0; i < scenario_.faults.size(); ++i) {
     const auto& f = scenario_.faults[i];
-    if (is_link_fault(f.kind) || f.rank != rank_ || f.seq)
-      continue;
+    if (is_link_fault(f.kind) || f.rank != rank_ || f.seq || f.during != membership_change::none)
+      continue; // a link's, another rank's, one at an op or one inside a membership change
     fault_clock::instance().at(start_ + std::chrono::milliseconds(f.after_ms), [weak, i] {
       if (auto self = weak.lock())
         self->fire(i, "after " + std::to_string(self->scenario_.faults[i].after_ms) + " ms");
@@ -125,7 +126,7 @@ void fault_injector::on_data_frame(const wire::frame_header& h) {
   auto elapsed = clock::now() - start_;
   for (std::size_t i = 0; i < scenario_.faults.size(); ++i) {
     const auto& f = scenario_.faults[i];
-    if (is_link_fault(f.kind) || f.rank != rank_ || !f.seq || h.seq < *f.seq
+    if (is_link_fault(f.kind) || f.rank != rank_ || !f.seq || f.during != membership_change::none || h.seq < *f.seq
         || elapsed < std::chrono::milliseconds(f.after_ms))
       continue;
     fire(i, "at the first frame of op seq " + std::to_string(h.seq));
@@ -144,14 +145,7 @@ void fault_injector::fire(std::size_t index, const std::string& trigger) {
               + (f.kind == fault_kind::crash ? "crashes (exit " + std::to_string(f.exit_code) + ")"
                                              : std::string("freezes (SIGSTOP)"))
               + " " + trigger + " (fault #" + std::to_string(index) + ")";
-  recorder_->fault(to_string(f.kind), -1, {}, what);
-  // The report is all this rank will say: write it before going away.
-  recorder_->write();
-  std::fprintf(stderr, "mccl: fault injection: %s\n", what.c_str());
-  std::fflush(stderr);
-  if (f.kind == fault_kind::crash)
-    std::_Exit(f.exit_code);
-  ::kill(::getpid(), SIGSTOP);
+  carry_out_rank_fault(f, what, recorder_.get());
 }
 
 // ---- decorated connection ---------------------------------------------------------

@@ -30,6 +30,16 @@ const char* to_string(fault_layer layer) noexcept {
   return layer == fault_layer::chunk ? "chunk" : "link";
 }
 
+const char* to_string(membership_change change) noexcept {
+  switch (change) {
+    case membership_change::none: return "";
+    case membership_change::shrink: return "shrink";
+    case membership_change::grow: return "grow";
+    case membership_change::reconfigure: return "reconfigure";
+  }
+  return "?";
+}
+
 bool is_link_fault(fault_kind kind) noexcept {
   return kind != fault_kind::crash && kind != fault_kind::freeze;
 }
@@ -139,6 +149,19 @@ public:
     return v.get<std::string>();
   }
 
+  /// "shrink", "grow" or "reconfigure".
+  membership_change change(const char* key) const {
+    const auto& v = j_.at(key);
+    auto expected = "\"shrink\", \"grow\" or \"reconfigure\" (the membership change inside which "
+                    "the rank fault fires)";
+    if (!v.is_string())
+      bad(key, expected);
+    for (auto c : {membership_change::shrink, membership_change::grow, membership_change::reconfigure})
+      if (v.get<std::string>() == to_string(c))
+        return c;
+    bad(key, expected);
+  }
+
   void only(const std::set<std::string>& allowed) const {
     for (auto it = j_.begin(); it != j_.end(); ++it)
       if (!allowed.count(it.key())) {
@@ -188,10 +211,19 @@ fault_spec read_fault(const json& j, const std::string& origin, std::size_t inde
         f.op = r.op_kind_name("op");
     }
   } else {
-    allowed.insert("rank");
+    allowed.insert({"rank", "during"});
     if (!r.has("rank"))
       r.bad("rank", "the rank number this fault acts on");
     f.rank = r.rank("rank", false);
+    if (r.has("during")) {
+      f.during = r.change("during");
+      // The change is the trigger: a second one would leave it unclear
+      // which fires.
+      for (const char* other : {"seq", "after_ms"})
+        if (r.has(other))
+          r.bad(other, std::string("absent when \"during\" is given (the fault fires inside the ")
+                         + to_string(f.during) + ")");
+    }
   }
   switch (f.kind) {
     case fault_kind::delay: {
@@ -288,6 +320,8 @@ fault_scenario load_fault_scenario(const std::string& path) {
 void check_fault_ranks(const fault_scenario& s, int world) {
   for (std::size_t i = 0; i < s.faults.size(); ++i) {
     const auto& f = s.faults[i];
+    if (f.during != membership_change::none)
+      continue;
     for (int r : {f.from, f.to, f.rank})
       if (r != any_rank && r >= world)
         throw error(errc::invalid_config, s.source + ": fault #" + std::to_string(i) + " ("
