@@ -135,7 +135,7 @@ TEST(Simulator, AKilledRankIsNamedByEverySurvivorThenTheSurvivorsRunCorrectly) {
 // naming one of them; the 509 survivors shrink into a world in their old
 // order and allreduce correctly; three newcomers grow it back to 512 after
 // them, rank 0's broadcast gives them the state, and the grown world
-// allreduces correctly. 512 ranks take about 11 s on two cores (each world
+// allreduces correctly. 512 ranks take 7 to 13 s on two cores (each world
 // of p engines costs ~p^2 channels); 1024 ranks run the same with mccl-sim
 // (docs/performance.md, "Faults at scale").
 TEST(Simulator, ThreeKilledThenShrinkThenGrowByThree) {
