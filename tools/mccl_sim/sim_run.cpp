@@ -173,7 +173,6 @@ public:
   }
 
   const std::string& algorithm() const { return algorithm_; }
-  const std::string& broadcast_algorithm() const { return broadcast_algorithm_; }
 
   /// The op of the options, on every rank, checked.
   run_result run_op() {
