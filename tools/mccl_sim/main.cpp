@@ -17,19 +17,23 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
 const char* usage =
   "usage: mccl-sim --ranks N [--ranks-per-host K] --op OP [--algo A] --bytes B\n"
   "                [--alpha-us A] [--beta-gbps G] [--host-alpha-us A] [--host-gbps G] [--host-bus-gbps G]\n"
-  "                [--max-rank-bytes B] [--kill RANK [--kill-at SECONDS] [--shrink]] [--json FILE|-]\n"
+  "                [--max-rank-bytes B] [--kill R[,R...] [--kill-at S[,S...]] [--shrink [--grow K]]]\n"
+  "                [--json FILE|-]\n"
   "  OP: allreduce, broadcast, reduce, allgather, reduce_scatter; B: bytes of the op's largest\n"
   "  buffer (64M, 1G, ...); A: the algorithm (default: the table's choice for B and N).\n"
   "  Between hosts: --alpha-us (10) and --beta-gbps (10 Gbit/s); within a host: --host-alpha-us (1)\n"
   "  and --host-gbps (80) per rank, and --host-bus-gbps (320), the host's memory that all its ranks\n"
-  "  share (0: unlimited). --kill: that rank dies at --kill-at virtual seconds (default: a quarter\n"
-  "  of the op's time without the fault); --shrink: the survivors then run the op again.\n"
+  "  share (0: unlimited). --kill: those ranks die at --kill-at virtual seconds (one time for all, or\n"
+  "  one per rank; default: a quarter of the op's time without the fault); --shrink: the survivors\n"
+  "  then run the op again; --grow K: then K newcomers join after them, rank 0 broadcasts the state\n"
+  "  to them, and the op runs again.\n"
   "  MCCL_LOG_LEVEL shows the engines' own log (off by default).\n";
 
 [[noreturn]] void bad(const std::string& what) {
@@ -55,6 +59,25 @@ std::size_t byte_size(const std::string& flag, const std::string& text) {
   return *v;
 }
 
+/// "17,517,900" -> numbers, each checked as `number` does.
+std::vector<double> numbers(const std::string& flag, const std::string& text) {
+  std::vector<double> out;
+  std::size_t from = 0;
+  while (true) {
+    auto comma = text.find(',', from);
+    out.push_back(number(flag, text.substr(from, comma - from)));
+    if (comma == std::string::npos)
+      return out;
+    from = comma + 1;
+  }
+}
+
+int whole_number(const std::string& flag, double v) {
+  if (v != static_cast<double>(static_cast<int>(v)))
+    bad(flag + " " + std::to_string(v) + ": expected a whole number");
+  return static_cast<int>(v);
+}
+
 std::string ms(double seconds) {
   std::ostringstream s;
   s.precision(seconds < 1e-3 ? 3 : 4);
@@ -62,10 +85,21 @@ std::string ms(double seconds) {
   return s.str();
 }
 
-nlohmann::json to_json(const mccl::sim::run_options& o, const mccl::sim::run_result& r) {
+mccl::sim::run_options as_state_broadcast(const mccl::sim::run_options& grown) {
+  auto b = grown;
+  b.op = mccl::op_kind::broadcast;
+  return b;
+}
+
+std::size_t failed_survivors(const mccl::sim::run_result& r) {
   std::size_t failed = 0;
   for (const auto& x : r.outcomes)
-    failed += x.ok ? 0 : 1;
+    failed += x.ok || x.killed ? 0 : 1;
+  return failed;
+}
+
+nlohmann::json to_json(const mccl::sim::run_options& o, const mccl::sim::run_result& r) {
+  auto failed = failed_survivors(r);
   nlohmann::json j = {{"ranks", o.ranks},
                       {"ranks_per_host", o.ranks_per_host},
                       {"op", mccl::to_string(o.op)},
@@ -86,16 +120,38 @@ nlohmann::json to_json(const mccl::sim::run_options& o, const mccl::sim::run_res
                       {"mismatches", r.mismatches},
                       {"failed_ranks", failed},
                       {"wall_s", r.wall_seconds}};
+  if (!o.kills.empty()) {
+    nlohmann::json kills = nlohmann::json::array();
+    for (const auto& k : o.kills)
+      kills.push_back({{"rank", k.rank}, {"at_s", k.at}});
+    j["kills"] = kills;
+  }
   if (failed > 0) {
     nlohmann::json errors = nlohmann::json::array();
     for (std::size_t i = 0; i < r.outcomes.size(); ++i)
-      if (!r.outcomes[i].ok)
+      if (!r.outcomes[i].ok && !r.outcomes[i].killed)
         errors.push_back({{"rank", i}, {"at_s", r.outcomes[i].ended_at}, {"error", r.outcomes[i].error}});
     j["errors"] = errors;
   }
+  if (!r.origin.empty())
+    j["origin"] = r.origin; // each rank's rank before; -1: a newcomer
+  if (r.state_broadcast)
+    j["state_broadcast"] = to_json(as_state_broadcast(o), *r.state_broadcast);
   if (r.after_shrink)
-    j["after_shrink"] = to_json([&] { auto s = o; s.ranks -= 1; s.kill_rank.reset(); return s; }(), *r.after_shrink);
+    j["after_shrink"] = to_json(mccl::sim::shrunk_options(o), *r.after_shrink);
+  if (r.after_grow)
+    j["after_grow"] = to_json(mccl::sim::grown_options(o), *r.after_grow);
   return j;
+}
+
+/// "rank 17 killed at 29.15 ms" or "ranks 17, 517, 900 killed at 20, 25, 30 ms".
+std::string deaths(const mccl::sim::run_options& o) {
+  std::ostringstream ranks, times;
+  for (std::size_t i = 0; i < o.kills.size(); ++i) {
+    ranks << (i > 0 ? ", " : "") << o.kills[i].rank;
+    times << (i > 0 ? ", " : "") << o.kills[i].at * 1e3;
+  }
+  return std::string(o.kills.size() == 1 ? "rank " : "ranks ") + ranks.str() + " killed at " + times.str() + " ms";
 }
 
 void print(const mccl::sim::run_options& o, const mccl::sim::run_result& r, const char* indent = "") {
@@ -111,22 +167,29 @@ void print(const mccl::sim::run_options& o, const mccl::sim::run_result& r, cons
   std::printf("\n");
   std::size_t failed = 0;
   for (std::size_t i = 0; i < r.outcomes.size(); ++i)
-    if (!r.outcomes[i].ok && static_cast<int>(i) != o.kill_rank.value_or(-1) && failed++ < 3)
+    if (!r.outcomes[i].ok && !r.outcomes[i].killed && failed++ < 3)
       std::printf("%s  rank %zu failed at %s: %s\n", indent, i, ms(r.outcomes[i].ended_at).c_str(),
                   r.outcomes[i].error.c_str());
-  if (o.kill_rank) {
-    auto name = "rank " + std::to_string(*o.kill_rank);
-    std::size_t naming = 0;
+  if (!o.kills.empty()) {
+    double first = o.kills.front().at;
+    for (const auto& k : o.kills)
+      first = std::min(first, k.at);
+    std::size_t naming = 0, survivors = 0;
     double latest = 0;
-    for (std::size_t i = 0; i < r.outcomes.size(); ++i)
-      if (static_cast<int>(i) != *o.kill_rank && !r.outcomes[i].ok) {
-        naming += r.outcomes[i].error.find(name) != std::string::npos ? 1 : 0;
-        latest = std::max(latest, r.outcomes[i].ended_at - o.kill_at);
-      }
-    std::printf("%s  rank %d killed at %s: %zu of %d survivors failed, %zu naming it, the last %s after the "
-                "death; %zu finished correctly first\n",
-                indent, *o.kill_rank, ms(o.kill_at).c_str(), failed, o.ranks - 1, naming, ms(latest).c_str(),
-                static_cast<std::size_t>(o.ranks - 1) - failed);
+    for (const auto& x : r.outcomes) {
+      if (x.killed)
+        continue;
+      ++survivors;
+      if (x.ok)
+        continue;
+      naming += std::any_of(o.kills.begin(), o.kills.end(),
+                            [&](const auto& k) { return mccl::sim::names_rank(x.error, k.rank); }) ? 1 : 0;
+      latest = std::max(latest, x.ended_at - first);
+    }
+    std::printf("%s  %s: %zu of %zu survivors failed, %zu naming %s, the last %s after the %s; %zu finished "
+                "correctly first\n",
+                indent, deaths(o).c_str(), failed, survivors, naming, o.kills.size() == 1 ? "it" : "a dead rank",
+                ms(latest).c_str(), o.kills.size() == 1 ? "death" : "first death", survivors - failed);
   } else if (failed > 3) {
     std::printf("%s  ... %zu ranks failed in all\n", indent, failed);
   }
@@ -134,31 +197,38 @@ void print(const mccl::sim::run_options& o, const mccl::sim::run_result& r, cons
               r.mismatches == 0 ? "ok" : (std::to_string(r.mismatches) + " wrong, first: " + r.first_mismatch).c_str(),
               r.wall_seconds);
   if (r.after_shrink) {
-    std::printf("%s  after shrink to %d ranks:\n", indent, o.ranks - 1);
-    auto s = o;
-    s.ranks -= 1;
-    s.kill_rank.reset();
+    auto s = mccl::sim::shrunk_options(o);
+    std::printf("%s  after shrink to %d ranks (the survivors, in their old order):\n", indent, s.ranks);
     print(s, *r.after_shrink, "    ");
   }
+  if (r.after_grow) {
+    auto g = mccl::sim::grown_options(o);
+    auto old_ranks = mccl::sim::shrunk_options(o).ranks;
+    std::printf("%s  after grow to %d ranks (newcomers are ranks %d to %d), the state from rank 0 first:\n", indent,
+                g.ranks, old_ranks, g.ranks - 1);
+    if (r.after_grow->state_broadcast)
+      print(as_state_broadcast(g), *r.after_grow->state_broadcast, "    ");
+    print(g, *r.after_grow, "    ");
+  }
+}
+
+bool all_ok(const mccl::sim::run_result& r) {
+  return r.mismatches == 0
+         && std::all_of(r.outcomes.begin(), r.outcomes.end(), [](const auto& x) { return x.ok; });
 }
 
 bool succeeded(const mccl::sim::run_options& o, const mccl::sim::run_result& r) {
   if (r.mismatches > 0)
     return false;
-  if (!o.kill_rank) {
-    for (const auto& x : r.outcomes)
-      if (!x.ok)
-        return false;
-    return true;
-  }
-  // Fault mode: every survivor fails naming the dead rank.
-  auto name = "rank " + std::to_string(*o.kill_rank);
-  for (std::size_t i = 0; i < r.outcomes.size(); ++i)
-    if (static_cast<int>(i) != *o.kill_rank
-        && (r.outcomes[i].ok || r.outcomes[i].error.find(name) == std::string::npos))
-      return false;
-  return !r.after_shrink || succeeded([&] { auto s = o; s.ranks -= 1; s.kill_rank.reset(); return s; }(),
-                                      *r.after_shrink);
+  // Fault mode: every survivor fails naming a dead rank (or finished,
+  // checked, before the deaths mattered).
+  if (o.kills.empty() ? !all_ok(r) : !mccl::sim::survivors_named_a_dead_rank(o, r))
+    return false;
+  if (r.state_broadcast && !all_ok(*r.state_broadcast))
+    return false;
+  if (r.after_shrink && !succeeded(mccl::sim::shrunk_options(o), *r.after_shrink))
+    return false;
+  return !r.after_grow || succeeded(mccl::sim::grown_options(o), *r.after_grow);
 }
 
 } // namespace
@@ -167,7 +237,8 @@ int main(int argc, char** argv) {
   mccl::sim::run_options o;
   o.host = {1e-6, 80e9 / 8};
   std::string json_to;
-  bool kill_at_given = false;
+  std::vector<int> kill_ranks;
+  std::vector<double> kill_times; // one for all, or one per rank of --kill
   bool op_given = false, ranks_given = false, bytes_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -207,12 +278,14 @@ int main(int argc, char** argv) {
     } else if (a == "--max-rank-bytes") {
       o.max_rank_bytes = byte_size(a, argv[++i]);
     } else if (a == "--kill") {
-      o.kill_rank = static_cast<int>(number(a, argv[++i]));
+      for (double v : numbers(a, argv[++i]))
+        kill_ranks.push_back(whole_number(a, v));
     } else if (a == "--kill-at") {
-      o.kill_at = number(a, argv[++i]);
-      kill_at_given = true;
+      kill_times = numbers(a, argv[++i]);
     } else if (a == "--shrink") {
       o.shrink = true;
+    } else if (a == "--grow") {
+      o.grow = whole_number(a, number(a, argv[++i]));
     } else if (a == "--json") {
       json_to = argv[++i];
     } else {
@@ -223,24 +296,36 @@ int main(int argc, char** argv) {
     bad("--ranks, --op and --bytes are required");
   if (o.net.bytes_per_s <= 0 || o.host.bytes_per_s <= 0)
     bad("--beta-gbps and --host-gbps must be above 0");
-  if (o.shrink && !o.kill_rank)
+  if (o.shrink && kill_ranks.empty())
     bad("--shrink needs --kill");
+  if (o.grow > 0 && !o.shrink)
+    bad("--grow needs --shrink (the newcomers join the survivors)");
+  if (!kill_times.empty() && kill_ranks.empty())
+    bad("--kill-at needs --kill");
+  if (kill_times.size() > 1 && kill_times.size() != kill_ranks.size())
+    bad("--kill-at gives " + std::to_string(kill_times.size()) + " times for " + std::to_string(kill_ranks.size())
+        + " ranks of --kill: give one time for all or one per rank");
   try {
     // The engines of a thousand ranks would each log what mccl-sim reports
     // once: quiet unless MCCL_LOG_LEVEL asks (resolved like any setting).
     auto cfg = mccl::resolve_config();
     mccl::log::set_level(cfg.sources["MCCL_LOG_LEVEL"] == mccl::setting_source::default_value
                            ? mccl::log_level::off : cfg.log_level);
-    if (o.kill_rank && !kill_at_given) {
+    for (int k : kill_ranks) // before a probe run spends the time
+      if (k >= o.ranks)
+        bad("--kill rank " + std::to_string(k) + " is not a rank of " + std::to_string(o.ranks));
+    if (!kill_ranks.empty() && kill_times.empty()) {
       // A quarter into the op (a run without the fault says how long it
-      // takes): every rank's result still needs the dead rank's part then.
+      // takes): every rank's result still needs the dead ranks' parts then.
       auto probe = o;
-      probe.kill_rank.reset();
       probe.shrink = false;
+      probe.grow = 0;
       auto r = mccl::sim::run(probe);
-      o.kill_at = r.seconds / 4;
+      kill_times = {r.seconds / 4};
       o.algorithm = r.algorithm;
     }
+    for (std::size_t k = 0; k < kill_ranks.size(); ++k)
+      o.kills.push_back({kill_ranks[k], kill_times.size() == 1 ? kill_times[0] : kill_times[k]});
     auto r = mccl::sim::run(o);
     print(o, r);
     if (!json_to.empty()) {

@@ -7,6 +7,7 @@
 #include <mccl/config.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -50,6 +51,7 @@ public:
   }
   bool done = false;
   bool ok = false;
+  bool killed = false;
   std::string error;
   std::string algorithm;
   double ended_at = 0;
@@ -97,6 +99,15 @@ std::size_t moved_elements(const run_options& o) {
   return std::max(p, budget / p * p);
 }
 
+/// What every old rank of a grown world holds before the newcomers get it:
+/// a pattern apart from any rank's contribution, so a newcomer that kept
+/// its empty buffer, or got another rank's data, shows.
+float state_value(std::size_t i) {
+  return static_cast<float>(static_cast<int>((i * 5 + 1) % 11)) + 0.5f;
+}
+
+/// One world: its network, one engine per rank, and ops run on all of
+/// them one after another (wire sequence 0, 1, ...).
 class world {
 public:
   world(const run_options& o, std::size_t moved, double scale) : o_(o), moved_(moved) {
@@ -122,9 +133,17 @@ public:
     for (int r = 0; r < o.ranks; ++r)
       cfg_.host_of[static_cast<std::size_t>(r)] = r / o.ranks_per_host;
     cfg_.hosts = (o.ranks + o.ranks_per_host - 1) / o.ranks_per_host;
-    // The table chooses for the full size, with the full-size chunk.
+    // The table chooses for the full size, with the full-size chunk; a
+    // grown world's state broadcast is as large as the op.
     algorithm_ = o.algorithm.empty() ? default_algorithm(o.op, o.bytes, o.ranks, cfg_) : o.algorithm;
-    cfg_.algo = parse_algo_spec(std::string(to_string(o.op)) + "=" + algorithm_);
+    auto spec = std::string(to_string(o.op)) + "=" + algorithm_;
+    if (o.op != op_kind::broadcast) {
+      broadcast_algorithm_ = default_algorithm(op_kind::broadcast, o.bytes, o.ranks, cfg_);
+      spec += "; broadcast=" + broadcast_algorithm_;
+    } else {
+      broadcast_algorithm_ = algorithm_;
+    }
+    cfg_.algo = parse_algo_spec(spec);
     validate_algo_spec(cfg_);
     // The chunk shrinks with the payload: the same number of chunks as the
     // full-size op.
@@ -142,6 +161,11 @@ public:
       eo.now = [net] { return at(net->now()); };
       engines_.push_back(std::make_unique<engine>(eo, net_->connections(r), listener_));
     }
+    dead_.assign(static_cast<std::size_t>(o.ranks), false);
+    // Deaths in the order they happen.
+    pending_kills_ = o.kills;
+    std::stable_sort(pending_kills_.begin(), pending_kills_.end(),
+                     [](const rank_death& a, const rank_death& b) { return a.at < b.at; });
   }
 
   ~world() {
@@ -151,62 +175,49 @@ public:
 
   const std::string& algorithm() const { return algorithm_; }
 
-  run_result run() {
+  /// The op of the options, on every rank, checked.
+  run_result run_op() {
     auto wall = clock::now();
     fill();
-    // (rank, peer whose bytes it can read), ascending; peer -1: none, a
-    // pass for posted work or a timer.
-    std::vector<std::pair<int, int>> active;
+    drive(o_.op);
+    auto out = result(std::chrono::duration<double>(clock::now() - wall).count(), algorithm_);
+    check(out);
+    return out;
+  }
+
+  /// A grown world's first op: rank 0 broadcasts the state that the first
+  /// `old_ranks` ranks hold (the newcomers hold nothing yet); every rank's
+  /// copy is checked.
+  run_result run_state_broadcast(int old_ranks) {
+    auto wall = clock::now();
+    data_.assign(static_cast<std::size_t>(o_.ranks), {});
     for (int r = 0; r < o_.ranks; ++r) {
-      post(r);
-      active.emplace_back(r, -1);
+      auto& d = data_[static_cast<std::size_t>(r)];
+      d.recv.assign(moved_, std::numeric_limits<float>::quiet_NaN());
+      if (r < old_ranks)
+        for (std::size_t i = 0; i < moved_; ++i)
+          d.recv[i] = state_value(i);
+      if (r == 0)
+        d.send = d.recv;
     }
-    bool killed = false;
-    due_.assign(static_cast<std::size_t>(o_.ranks), never);
-    std::vector<int> readable;
-    while (true) {
-      for (std::size_t i = 0; i < active.size();) {
-        int r = active[i].first;
-        readable.clear();
-        for (; i < active.size() && active[i].first == r; ++i)
-          if (active[i].second >= 0)
-            readable.push_back(active[i].second);
-        if (!dead(r))
-          pass(r, readable);
-      }
-      if (all_done())
-        break;
-      double next = std::min(net_->next_arrival(), next_timer());
-      if (o_.kill_rank && !killed)
-        next = std::min(next, o_.kill_at);
-      if (next == never) {
-        stalled();
-        break;
-      }
-      active = net_->advance_to(next);
-      if (o_.kill_rank && !killed && net_->now() >= o_.kill_at) {
-        killed = true;
-        int k = *o_.kill_rank;
-        net_->kill(k);
-        auto& c = *done_[static_cast<std::size_t>(k)];
-        c.done = true;
-        c.error = "killed at " + std::to_string(o_.kill_at) + " s";
-        c.ended_at = net_->now();
-        for (int r = 0; r < o_.ranks; ++r) // each reads the reset at its next pass
-          if (r != k)
-            active.emplace_back(r, k);
-      }
-      add_due_timers(active);
+    drive(op_kind::broadcast);
+    auto out = result(std::chrono::duration<double>(clock::now() - wall).count(), broadcast_algorithm_);
+    for (int r = 0; r < o_.ranks; ++r) {
+      const auto& got = data_[static_cast<std::size_t>(r)].recv;
+      if (!out.outcomes[static_cast<std::size_t>(r)].ok)
+        continue;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        note_mismatch(out, r, i, got[i], state_value(i));
     }
-    return result(std::chrono::duration<double>(clock::now() - wall).count());
+    return out;
   }
 
 private:
-  bool dead(int r) const { return o_.kill_rank && *o_.kill_rank == r && done_[static_cast<std::size_t>(r)]->done; }
+  bool dead(int r) const { return dead_[static_cast<std::size_t>(r)]; }
 
   void fill() {
     auto p = static_cast<std::size_t>(o_.ranks);
-    data_.resize(p);
+    data_.assign(p, {});
     for (int r = 0; r < o_.ranks; ++r) {
       auto& d = data_[static_cast<std::size_t>(r)];
       switch (o_.op) {
@@ -228,21 +239,94 @@ private:
     }
   }
 
-  void post(int r) {
+  /// Posts `kind` on every live rank (the next wire sequence) and runs the
+  /// event loop until every rank's op has ended, killing ranks on time.
+  void drive(op_kind kind) {
+    started_at_ = net_->now();
+    done_.assign(static_cast<std::size_t>(o_.ranks), nullptr);
+    // (rank, peer whose bytes it can read), ascending; peer -1: none, a
+    // pass for posted work or a timer.
+    std::vector<std::pair<int, int>> active;
+    for (int r = 0; r < o_.ranks; ++r) {
+      done_[static_cast<std::size_t>(r)] = std::make_shared<completion>(*net_);
+      if (dead(r)) {
+        mark_killed(r, "dead before the op");
+        continue;
+      }
+      post(r, kind);
+      active.emplace_back(r, -1);
+    }
+    ++seq_;
+    due_.assign(static_cast<std::size_t>(o_.ranks), never);
+    std::vector<int> readable;
+    while (true) {
+      for (std::size_t i = 0; i < active.size();) {
+        int r = active[i].first;
+        readable.clear();
+        for (; i < active.size() && active[i].first == r; ++i)
+          if (active[i].second >= 0)
+            readable.push_back(active[i].second);
+        if (!dead(r))
+          pass(r, readable);
+      }
+      // A death after every op ended still happens: the next world must
+      // go on without that rank.
+      if (all_done() && pending_kills_.empty())
+        break;
+      double next = std::min(net_->next_arrival(), next_timer());
+      if (!pending_kills_.empty())
+        next = std::min(next, std::max(net_->now(), pending_kills_.front().at));
+      if (next == never) {
+        stalled();
+        break;
+      }
+      active = net_->advance_to(next);
+      kill_due(active);
+      add_due_timers(active);
+    }
+  }
+
+  /// The deaths due by now: each rank's connections fail, its op ends
+  /// there, and every live rank reads the reset at its next pass.
+  void kill_due(std::vector<std::pair<int, int>>& active) {
+    while (!pending_kills_.empty() && pending_kills_.front().at <= net_->now()) {
+      int k = pending_kills_.front().rank;
+      pending_kills_.erase(pending_kills_.begin());
+      net_->kill(k);
+      dead_[static_cast<std::size_t>(k)] = true;
+      std::ostringstream why;
+      why << "killed at " << net_->now() << " s";
+      mark_killed(k, why.str());
+      for (int r = 0; r < o_.ranks; ++r)
+        if (!dead(r))
+          active.emplace_back(r, k);
+    }
+  }
+
+  void mark_killed(int r, const std::string& why) {
+    auto& c = *done_[static_cast<std::size_t>(r)];
+    c.killed = true;
+    if (!c.done) { // an op that ended before the death keeps its outcome
+      c.done = true;
+      c.ok = false;
+      c.error = why;
+      c.ended_at = net_->now();
+    }
+  }
+
+  void post(int r, op_kind kind) {
     auto& d = data_[static_cast<std::size_t>(r)];
     auto op = std::make_shared<op_request>();
-    op->kind = o_.op;
-    op->send = d.send.data();
+    op->kind = kind;
+    op->send = d.send.empty() ? nullptr : d.send.data();
     op->recv = d.recv.data();
-    op->count = o_.op == op_kind::allgather ? d.send.size() : d.recv.size();
+    op->count = kind == op_kind::allgather ? d.send.size() : d.recv.size();
     op->type = dtype::float32;
     op->op = redop::sum;
     op->root = 0;
-    op->id = 0;
-    op->seq = 0;
-    auto c = std::make_shared<completion>(*net_);
-    done_.push_back(c);
-    op->done = c;
+    op->id = seq_;
+    op->seq = seq_;
+    op->done = done_[static_cast<std::size_t>(r)];
     engines_[static_cast<std::size_t>(r)]->post(std::move(op));
   }
 
@@ -312,7 +396,16 @@ private:
     }
   }
 
-  /// Every element of every live rank's result.
+  static void note_mismatch(run_result& out, int r, std::size_t i, float got, float want) {
+    // NaN never equals: a newcomer's untouched element counts.
+    if (got == want || out.mismatches++ != 0)
+      return;
+    std::ostringstream where;
+    where << "rank " << r << " element " << i << ": " << got << ", expected " << want;
+    out.first_mismatch = where.str();
+  }
+
+  /// Every element of every rank's result whose op finished.
   void check(run_result& out) const {
     auto p = static_cast<std::size_t>(o_.ranks);
     std::vector<float> sum;
@@ -323,8 +416,7 @@ private:
           sum[i] += contribution(r, i);
     }
     for (int r = 0; r < o_.ranks; ++r) {
-      const auto& c = *done_[static_cast<std::size_t>(r)];
-      if (!c.ok)
+      if (!out.outcomes[static_cast<std::size_t>(r)].ok)
         continue;
       const auto& got = data_[static_cast<std::size_t>(r)].recv;
       for (std::size_t i = 0; i < got.size(); ++i) {
@@ -337,27 +429,24 @@ private:
           case op_kind::reduce_scatter: want = sum[static_cast<std::size_t>(r) * got.size() + i]; break;
           default: continue;
         }
-        if (got[i] != want && out.mismatches++ == 0) {
-          std::ostringstream where;
-          where << "rank " << r << " element " << i << ": " << got[i] << ", expected " << want;
-          out.first_mismatch = where.str();
-        }
+        note_mismatch(out, r, i, got[i], want);
       }
     }
   }
 
-  run_result result(double wall) {
+  run_result result(double wall, const std::string& algorithm) const {
     run_result out;
     out.wall_seconds = wall;
     out.count = moved_;
-    out.algorithm = algorithm_;
+    out.algorithm = algorithm;
+    // Times from the op's start: a grown world's op follows its state
+    // broadcast on the same clock.
     for (const auto& c : done_) {
-      out.outcomes.push_back({c->ok, c->error, c->ended_at});
-      out.seconds = std::max(out.seconds, c->ended_at);
+      out.outcomes.push_back({c->ok, c->killed, c->error, c->ended_at - started_at_});
+      out.seconds = std::max(out.seconds, c->ended_at - started_at_);
       if (!c->algorithm.empty())
         out.algorithm = c->algorithm;
     }
-    check(out);
     return out;
   }
 
@@ -365,13 +454,18 @@ private:
   std::size_t moved_;
   config cfg_;
   std::string algorithm_;
+  std::string broadcast_algorithm_;
   transport::buffer_pool pool_;
   std::unique_ptr<transport::timed_network> net_;
   quiet_listener listener_;
   std::vector<std::unique_ptr<engine>> engines_;
-  std::vector<std::shared_ptr<completion>> done_;
+  std::vector<std::shared_ptr<completion>> done_; ///< by rank, the op being driven
   std::vector<rank_data> data_;
   std::vector<double> due_; ///< each rank's next engine timer, virtual seconds
+  std::vector<bool> dead_;
+  std::vector<rank_death> pending_kills_; ///< by time
+  uint64_t seq_ = 0;
+  double started_at_ = 0; ///< virtual seconds when the op being driven was posted
 };
 
 } // namespace
@@ -399,30 +493,114 @@ cost_params model_of(const run_options& o) {
   return c;
 }
 
-run_result run(const run_options& o) {
+namespace {
+
+/// One world's run of the op (and, in a grown world, the state broadcast
+/// first), with the model's prediction.
+run_result run_world(const run_options& o, int old_ranks_of_grown_world) {
+  auto moved = moved_elements(o);
+  double scale = static_cast<double>(elements_of_largest(o)) / static_cast<double>(moved);
+  run_result out;
+  std::shared_ptr<run_result> state;
+  {
+    world w(o, moved, scale);
+    if (old_ranks_of_grown_world >= 0) {
+      state = std::make_shared<run_result>(w.run_state_broadcast(old_ranks_of_grown_world));
+      state->scale = scale;
+      state->predicted = predict(op_kind::broadcast, state->algorithm, o.ranks, static_cast<double>(o.bytes), model_of(o));
+    }
+    out = w.run_op();
+  }
+  out.scale = scale;
+  out.predicted = predict(o.op, out.algorithm, o.ranks, static_cast<double>(o.bytes), model_of(o));
+  out.state_broadcast = std::move(state);
+  return out;
+}
+
+void validate_run_options(const run_options& o) {
   if (o.ranks < 1)
     throw std::invalid_argument("--ranks must be at least 1");
   if (o.ranks_per_host < 1)
     throw std::invalid_argument("--ranks-per-host must be at least 1");
-  if (o.kill_rank && (*o.kill_rank < 0 || *o.kill_rank >= o.ranks))
-    throw std::invalid_argument("--kill rank " + std::to_string(*o.kill_rank) + " is not a rank of "
-                                + std::to_string(o.ranks));
+  std::vector<int> seen;
+  for (const auto& k : o.kills) {
+    if (k.rank < 0 || k.rank >= o.ranks)
+      throw std::invalid_argument("--kill rank " + std::to_string(k.rank) + " is not a rank of "
+                                  + std::to_string(o.ranks));
+    if (std::find(seen.begin(), seen.end(), k.rank) != seen.end())
+      throw std::invalid_argument("--kill rank " + std::to_string(k.rank) + " is given twice");
+    if (!(k.at >= 0) || std::isinf(k.at))
+      throw std::invalid_argument("--kill-at for rank " + std::to_string(k.rank) + " must be a finite time >= 0");
+    seen.push_back(k.rank);
+  }
+  if (o.shrink && o.kills.empty())
+    throw std::invalid_argument("--shrink needs --kill");
+  if (o.shrink && static_cast<int>(o.kills.size()) == o.ranks)
+    throw std::invalid_argument("--shrink: every one of the " + std::to_string(o.ranks) + " ranks is killed");
+  if (o.grow < 0)
+    throw std::invalid_argument("--grow must be at least 0");
+  if (o.grow > 0 && !o.shrink)
+    throw std::invalid_argument("--grow needs --shrink (the newcomers join the survivors)");
+}
+
+} // namespace
+
+run_options shrunk_options(const run_options& o) {
+  auto s = o;
+  s.ranks = o.ranks - static_cast<int>(o.kills.size());
+  s.kills.clear();
+  s.shrink = false;
+  s.grow = 0;
+  return s;
+}
+
+run_options grown_options(const run_options& o) {
+  auto g = shrunk_options(o);
+  g.ranks += o.grow;
+  return g;
+}
+
+bool names_rank(const std::string& message, int rank) {
+  auto name = "rank " + std::to_string(rank);
+  for (auto at = message.find(name); at != std::string::npos; at = message.find(name, at + 1)) {
+    auto after = at + name.size();
+    if (after == message.size() || !std::isdigit(static_cast<unsigned char>(message[after])))
+      return true;
+  }
+  return false;
+}
+
+bool survivors_named_a_dead_rank(const run_options& o, const run_result& r) {
+  for (const auto& x : r.outcomes) {
+    if (x.killed || x.ok)
+      continue;
+    bool named = std::any_of(o.kills.begin(), o.kills.end(),
+                             [&](const rank_death& k) { return names_rank(x.error, k.rank); });
+    if (!named)
+      return false;
+  }
+  return true;
+}
+
+run_result run(const run_options& o) {
+  validate_run_options(o);
   register_builtin_algorithms();
-  auto moved = moved_elements(o);
-  double scale = static_cast<double>(elements_of_largest(o)) / static_cast<double>(moved);
-  run_result out;
-  {
-    world w(o, moved, scale);
-    out = w.run();
-  }
-  out.scale = scale;
-  out.predicted = predict(o.op, out.algorithm, o.ranks, static_cast<double>(o.bytes), model_of(o));
-  if (o.kill_rank && o.shrink) {
-    auto survivors = o;
-    survivors.ranks = o.ranks - 1;
-    survivors.kill_rank.reset();
-    out.after_shrink = std::make_shared<run_result>(run(survivors));
-  }
+  auto out = run_world(o, -1);
+  if (!o.shrink)
+    return out;
+  // The survivors, in their old order, are ranks 0.. of the new world.
+  auto shrunk = shrunk_options(o);
+  out.after_shrink = std::make_shared<run_result>(run_world(shrunk, -1));
+  for (int r = 0; r < o.ranks; ++r)
+    if (!out.outcomes[static_cast<std::size_t>(r)].killed)
+      out.after_shrink->origin.push_back(r);
+  if (o.grow == 0)
+    return out;
+  // The newcomers come after the old ranks, which keep theirs.
+  auto grown = grown_options(o);
+  out.after_grow = std::make_shared<run_result>(run_world(grown, shrunk.ranks));
+  for (int r = 0; r < grown.ranks; ++r)
+    out.after_grow->origin.push_back(r < shrunk.ranks ? r : -1);
   return out;
 }
 

@@ -15,17 +15,33 @@
 /// takes the virtual time of the full size. The algorithm is the one the
 /// table picks for the full size (or the one asked for). Every element of
 /// the small result is checked.
+///
+/// Elastic runs (fault mode): ranks die at given virtual times during the
+/// op; every survivor's op must fail naming a dead rank, as the runtime's
+/// errors do. With shrink, the survivors form a new world in their old
+/// order; with grow, newcomers join after them, an old rank broadcasts the
+/// state to them, and the op runs again. Each membership step makes a new
+/// world of engines and connections, as shrink and grow make a new
+/// communicator; what the simulator leaves out is how the members agree
+/// on it (the store, the handles), which the runtime's tests cover.
 
 #include "collectives/cost_model.hpp"
 #include "transport/sim/timed_network.hpp"
 #include <mccl/collective.hpp>
 
 #include <cstddef>
-#include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace mccl::sim {
+
+/// A rank that dies at `at` virtual seconds: its connections fail in both
+/// directions, as when its process is killed.
+struct rank_death {
+  int rank = 0;
+  double at = 0;
+};
 
 struct run_options {
   int ranks = 2;
@@ -43,24 +59,31 @@ struct run_options {
   /// Per-rank buffer budget (scaled mode above it); 0: 256 MiB over all
   /// ranks, at most 1 MiB each.
   std::size_t max_rank_bytes = 0;
-  /// Kill this rank at `kill_at` virtual seconds (fault mode).
-  std::optional<int> kill_rank;
-  double kill_at = 0;
-  /// After a kill: the survivors form a new world (as communicator::shrink
-  /// does) and run the op again, checked.
+  /// Ranks that die during the op, each at its virtual time (fault mode).
+  std::vector<rank_death> kills;
+  /// After the kills: the survivors form a new world (as communicator::shrink
+  /// does: they keep their order, ranks 0..survivors-1) and run the op
+  /// again, checked.
   bool shrink = false;
+  /// After the shrink: this many newcomers join (as communicator::grow
+  /// does: ranks after the survivors', whose ranks stay as they were). The
+  /// grown world's rank 0, an old rank, broadcasts the state every old rank
+  /// holds; every rank's copy is checked; then the grown world runs the op
+  /// again, checked.
+  int grow = 0;
 };
 
 /// One rank's end of the op.
 struct rank_outcome {
   bool ok = false;
+  bool killed = false; ///< one of run_options::kills (error says when)
   std::string error;   ///< the op's error message when it failed
-  double ended_at = 0; ///< virtual seconds
+  double ended_at = 0; ///< virtual seconds after the op was posted
 };
 
 struct run_result {
   std::string algorithm;   ///< what the engine ran
-  double seconds = 0;      ///< virtual time until the last rank finished
+  double seconds = 0;      ///< virtual time from the op's start until the last rank finished
   cost_estimate predicted; ///< the model's time for that algorithm
   double scale = 1;        ///< payload bytes counted per byte moved
   std::size_t count = 0;   ///< elements of the op's largest buffer moved per rank
@@ -68,8 +91,17 @@ struct run_result {
   std::string first_mismatch;          ///< where, when there were any
   std::vector<rank_outcome> outcomes;  ///< by rank
   double wall_seconds = 0;
+  /// Where each rank of this world came from: its rank in the world
+  /// before (the first world for a shrink, the shrunk one for a grow), -1
+  /// for a newcomer. Empty for the first world.
+  std::vector<int> origin;
   /// Fault mode with shrink: the survivors' run.
   std::shared_ptr<run_result> after_shrink;
+  /// With grow: the grown world's run of the op, after its state broadcast.
+  std::shared_ptr<run_result> after_grow;
+  /// In a grown world: the broadcast from rank 0 that gave the newcomers
+  /// the old ranks' state, before the op (its outcomes and check).
+  std::shared_ptr<run_result> state_broadcast;
 };
 
 /// "allreduce", ... -> op_kind (throws std::invalid_argument listing them).
@@ -79,6 +111,19 @@ op_kind parse_op(const std::string& name);
 /// std::invalid_argument for options that make no sense; a stall (ops not
 /// done, nothing in flight, no timer) is reported in the outcomes.
 run_result run(const run_options& options);
+
+/// The options of the world that shrink leaves (the survivors, no kills),
+/// and of the world that grow then makes (survivors + grow ranks).
+run_options shrunk_options(const run_options& options);
+run_options grown_options(const run_options& options);
+
+/// True when `message` names "rank R" (and not "rank R0..."): how a
+/// survivor's error is checked to name a dead rank.
+bool names_rank(const std::string& message, int rank);
+
+/// Whether every survivor's op of a fault-mode run failed naming one of the
+/// dead ranks (or finished, checked, before the deaths mattered).
+bool survivors_named_a_dead_rank(const run_options& options, const run_result& result);
 
 /// The cost model's parameters for these options (full-size chunks).
 cost_params model_of(const run_options& options);
