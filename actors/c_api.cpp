@@ -31,15 +31,6 @@ mccl_status_t null_argument(const char* fn, const char* what) {
 
 namespace {
 
-/// Strings handed out by functions that return text: one per function and
-/// thread, valid until that thread calls the function again.
-template <int Slot>
-const char* keep(std::string text) {
-  thread_local std::string kept;
-  kept = std::move(text);
-  return kept.c_str();
-}
-
 nlohmann::json to_json(const metrics_summary& s) {
   nlohmann::json ops = nlohmann::json::object();
   for (const auto& [name, k] : s.ops)
@@ -147,7 +138,7 @@ mccl_status_t mccl_explicit_settings(const char** text) {
     auto settings = process::explicit_settings(); // values() refers into it
     for (const auto& [k, v] : settings.values())
       lines += k + "=" + v + "\n";
-    *text = keep<0>(std::move(lines));
+    *text = keep_text<text_of::explicit_settings>(std::move(lines));
     return MCCL_OK;
   });
 }
@@ -155,7 +146,7 @@ mccl_status_t mccl_explicit_settings(const char** text) {
 mccl_status_t mccl_describe_settings(const char** text) {
   if (text == nullptr) return null_argument("mccl_describe_settings", "text");
   return guarded([&] {
-    *text = keep<1>(describe(process::resolved_settings()));
+    *text = keep_text<text_of::describe_settings>(describe(process::resolved_settings()));
     return MCCL_OK;
   });
 }
@@ -279,7 +270,7 @@ mccl_status_t mccl_comm_destroy(mccl_comm_t comm) {
 mccl_status_t mccl_metrics_json(const char** text) {
   if (text == nullptr) return null_argument("mccl_metrics_json", "text");
   return guarded([&] {
-    *text = keep<2>(to_json(get_metrics()).dump());
+    *text = keep_text<text_of::metrics_json>(to_json(get_metrics()).dump());
     return MCCL_OK;
   });
 }
@@ -287,7 +278,7 @@ mccl_status_t mccl_metrics_json(const char** text) {
 mccl_status_t mccl_metrics_prometheus(int rank, const char** text) {
   if (text == nullptr) return null_argument("mccl_metrics_prometheus", "text");
   return guarded([&] {
-    *text = keep<3>(to_prometheus(get_metrics(), rank));
+    *text = keep_text<text_of::metrics_prometheus>(to_prometheus(get_metrics(), rank));
     return MCCL_OK;
   });
 }
@@ -295,7 +286,7 @@ mccl_status_t mccl_metrics_prometheus(int rank, const char** text) {
 mccl_status_t mccl_metrics_summary(const char** text) {
   if (text == nullptr) return null_argument("mccl_metrics_summary", "text");
   return guarded([&] {
-    *text = keep<4>(describe(get_metrics()));
+    *text = keep_text<text_of::metrics_text>(describe(get_metrics()));
     return MCCL_OK;
   });
 }

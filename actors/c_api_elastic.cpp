@@ -13,15 +13,6 @@ using namespace mccl::c_api;
 
 namespace {
 
-/// Handles handed out as text: one per function and thread, valid until
-/// that thread calls the function again.
-template <int Slot>
-const char* keep(std::string text) {
-  thread_local std::string kept;
-  kept = std::move(text);
-  return kept.c_str();
-}
-
 mccl_status_t made(const std::shared_ptr<runtime>& rt, communicator comm, mccl_comm_t* out) {
   *out = new mccl_comm_s{rt, std::move(comm)};
   return MCCL_OK;
@@ -48,7 +39,7 @@ mccl_status_t mccl_comm_grow_handle(mccl_comm_t comm, int new_size, const char**
   if (comm == nullptr) return null_argument("mccl_comm_grow_handle", "comm");
   if (handle == nullptr) return null_argument("mccl_comm_grow_handle", "handle");
   return guarded([&] {
-    *handle = keep<0>(comm->comm.grow_handle(new_size));
+    *handle = keep_text<text_of::grow_handle>(comm->comm.grow_handle(new_size));
     return MCCL_OK;
   });
 }
@@ -71,7 +62,7 @@ mccl_status_t mccl_comm_reconfigure_handle(mccl_comm_t comm, const char** handle
   if (comm == nullptr) return null_argument("mccl_comm_reconfigure_handle", "comm");
   if (handle == nullptr) return null_argument("mccl_comm_reconfigure_handle", "handle");
   return guarded([&] {
-    *handle = keep<1>(comm->comm.get_reconfigure_handle());
+    *handle = keep_text<text_of::comm_reconfigure_handle>(comm->comm.get_reconfigure_handle());
     return MCCL_OK;
   });
 }
@@ -80,7 +71,7 @@ mccl_status_t mccl_reconfigure_handle(mccl_runtime_t rt, const char** handle) {
   if (rt == nullptr) return null_argument("mccl_reconfigure_handle", "rt");
   if (handle == nullptr) return null_argument("mccl_reconfigure_handle", "handle");
   return guarded([&] {
-    *handle = keep<2>(rt->rt->get_reconfigure_handle());
+    *handle = keep_text<text_of::runtime_reconfigure_handle>(rt->rt->get_reconfigure_handle());
     return MCCL_OK;
   });
 }

@@ -26,6 +26,29 @@ struct mccl_work_s {
 
 namespace mccl::c_api {
 
+/// The C API's functions that hand out text, each with its own string per
+/// thread (keep_text).
+enum class text_of {
+  explicit_settings,
+  describe_settings,
+  metrics_json,
+  metrics_prometheus,
+  metrics_text,
+  grow_handle,
+  comm_reconfigure_handle,
+  runtime_reconfigure_handle,
+};
+
+/// Keeps `text` for the C caller: valid until the same thread calls the
+/// same function again (one string per function, so one call never
+/// overwrites another's).
+template <text_of Function>
+const char* keep_text(std::string text) {
+  thread_local std::string kept;
+  kept = std::move(text);
+  return kept.c_str();
+}
+
 /// Records `message` as the calling thread's last error and returns `status`.
 mccl_status_t fail(mccl_status_t status, const std::string& message);
 
