@@ -1,9 +1,9 @@
-// The printable handles of grow and reconfigure (actors/elastic_handles.hpp).
+// The printable handles of grow and reconfigure (api/communicator/elastic_handles.hpp).
 
-#include "actors/elastic_handles.hpp"
+#include "api/communicator/elastic_handles.hpp"
 
-#include "actors/communicator_impl.hpp"
-#include "actors/standby_store.hpp"
+#include "api/communicator/communicator_impl.hpp"
+#include "api/communicator/standby_store.hpp"
 
 #include <cerrno>
 #include <cstdlib>

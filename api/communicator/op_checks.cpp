@@ -1,8 +1,8 @@
-#include "actors/op_checks.hpp"
+#include "api/communicator/op_checks.hpp"
 
 #include "collectives/registry.hpp"
 
-namespace mccl::actors {
+namespace mccl::detail {
 
 namespace {
 
@@ -183,4 +183,4 @@ void resolve_compression(op_request& op, const op_options& asked, const config& 
   op.topk_ratio = kind == compression_kind::topk ? ratio : 0.0;
 }
 
-} // namespace mccl::actors
+} // namespace mccl::detail

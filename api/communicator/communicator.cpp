@@ -1,6 +1,6 @@
-#include "actors/communicator_impl.hpp"
+#include "api/communicator/communicator_impl.hpp"
 
-#include "actors/op_checks.hpp"
+#include "api/communicator/op_checks.hpp"
 #include "config/log.hpp"
 
 namespace mccl {
@@ -11,8 +11,8 @@ work communicator::impl::submit(std::shared_ptr<op_request> req, const op_option
     throw error(errc::finalized,
                 describe(op) + " on rank " + std::to_string(rank) + ": the communicator was finalized");
   refuse_if_revoked(describe(op));
-  actors::check_op(op, rank, world);
-  actors::resolve_compression(op, opts, cfg, rank, world);
+  detail::check_op(op, rank, world);
+  detail::resolve_compression(op, opts, cfg, rank, world);
   if (op.compression == compression_kind::topk && opts.error_feedback)
     op.residual = residual_for(opts.topk_key != 0 ? opts.topk_key
                                                   : reinterpret_cast<std::uintptr_t>(op.recv));

@@ -37,7 +37,7 @@ struct communicator::impl {
   /// server is outside this group (a split group without the parent's
   /// serving rank).
   int store_host = -1;
-  /// Every rank's standby store ("ip:port", by rank; actors/standby_store.hpp),
+  /// Every rank's standby store ("ip:port", by rank; api/communicator/standby_store.hpp),
   /// learned during setup; empty for a group of one. A shrink that loses
   /// `store_host` meets in the lowest survivor's; grow meets in rank 0's.
   std::vector<std::string> standby;
@@ -64,7 +64,7 @@ struct communicator::impl {
 
   ~impl() { finalize(); }
 
-  /// Checks `req` (actors/op_checks.hpp), settles its compression and
+  /// Checks `req` (api/communicator/op_checks.hpp), settles its compression and
   /// hands it to the core.
   work submit(std::shared_ptr<op_request> req, const op_options& opts = {});
   /// The deadline of an op issued now (communicator::timeout()).
@@ -96,7 +96,7 @@ struct communicator_factory {
 /// `store_host`: the rank of the new communicator whose process serves
 /// o.store (communicator::impl::store_host); ignored without o.store (the
 /// default store is rank 0's). `standby`: o.store is a standby store
-/// (actors/standby_store.hpp), which outlives a failed setup.
+/// (api/communicator/standby_store.hpp), which outlives a failed setup.
 communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const comm_options& o,
                                bool sub_communicator, int store_host = -1, bool standby = false);
 

@@ -1,12 +1,12 @@
 // Growing a communicator (communicator::grow_handle, grow) and newcomers
 // joining it (runtime::join). The new communicator is built beside the old
 // one, which stays usable until the caller finalizes it, and its members
-// meet in the old rank 0's standby store (actors/standby_store.hpp), named
-// in the handle (actors/elastic_handles.hpp).
+// meet in the old rank 0's standby store (api/communicator/standby_store.hpp), named
+// in the handle (api/communicator/elastic_handles.hpp).
 
-#include "actors/communicator_impl.hpp"
-#include "actors/elastic_handles.hpp"
-#include "actors/standby_store.hpp"
+#include "api/communicator/communicator_impl.hpp"
+#include "api/communicator/elastic_handles.hpp"
+#include "api/communicator/standby_store.hpp"
 
 #include "config/log.hpp"
 

@@ -1,7 +1,7 @@
-// Standby stores (actors/standby_store.hpp): one per process, served on the
+// Standby stores (api/communicator/standby_store.hpp): one per process, served on the
 // runtime's reactor; clients to another process's.
 
-#include "actors/standby_store.hpp"
+#include "api/communicator/standby_store.hpp"
 
 #include "config/log.hpp"
 #include "transport/store/tcp_store.hpp"

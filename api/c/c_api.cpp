@@ -1,8 +1,8 @@
 /// The C API (include/mccl/mccl.h): errors, settings, runtime,
 /// communicators and metrics. The ops are in c_api_ops.cpp.
 
-#include "actors/c_api_handles.hpp"
-#include "actors/process_runtime.hpp"
+#include "api/c/c_api_handles.hpp"
+#include "api/process/process_runtime.hpp"
 
 #include <mccl/metrics.hpp>
 

@@ -1,11 +1,11 @@
-#include "actors/status_server.hpp"
+#include "api/status/status_server.hpp"
 
 #include <mccl/error.hpp>
 #include "config/log.hpp"
 
 #include <chrono>
 
-namespace mccl::actors {
+namespace mccl {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -107,4 +107,4 @@ void status_server::answer(const std::shared_ptr<session>& s) {
   });
 }
 
-} // namespace mccl::actors
+} // namespace mccl

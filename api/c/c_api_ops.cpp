@@ -1,6 +1,6 @@
 /// The C API's ops and work handles (include/mccl/mccl.h).
 
-#include "actors/c_api_handles.hpp"
+#include "api/c/c_api_handles.hpp"
 
 #include <chrono>
 #include <vector>

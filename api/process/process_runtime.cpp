@@ -1,4 +1,4 @@
-#include "actors/process_runtime.hpp"
+#include "api/process/process_runtime.hpp"
 
 #include <mutex>
 

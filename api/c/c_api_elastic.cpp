@@ -2,8 +2,8 @@
 // wrappers of communicator::grow_handle/grow/reconfigure and
 // runtime::join/reconfigure.
 
-#include "actors/c_api_handles.hpp"
-#include "actors/process_runtime.hpp"
+#include "api/c/c_api_handles.hpp"
+#include "api/process/process_runtime.hpp"
 
 #include <string>
 #include <vector>
@@ -16,7 +16,7 @@ namespace {
 /// Handles handed out as text: one per function and thread, valid until
 /// that thread calls the function again.
 template <int Slot>
-const char* keep(std::string text) {
+const char* keep_handle(std::string text) {
   thread_local std::string kept;
   kept = std::move(text);
   return kept.c_str();
@@ -48,7 +48,7 @@ mccl_status_t mccl_comm_grow_handle(mccl_comm_t comm, int new_size, const char**
   if (comm == nullptr) return null_argument("mccl_comm_grow_handle", "comm");
   if (handle == nullptr) return null_argument("mccl_comm_grow_handle", "handle");
   return guarded([&] {
-    *handle = keep<0>(comm->comm.grow_handle(new_size));
+    *handle = keep_handle<0>(comm->comm.grow_handle(new_size));
     return MCCL_OK;
   });
 }
@@ -71,7 +71,7 @@ mccl_status_t mccl_comm_reconfigure_handle(mccl_comm_t comm, const char** handle
   if (comm == nullptr) return null_argument("mccl_comm_reconfigure_handle", "comm");
   if (handle == nullptr) return null_argument("mccl_comm_reconfigure_handle", "handle");
   return guarded([&] {
-    *handle = keep<1>(comm->comm.get_reconfigure_handle());
+    *handle = keep_handle<1>(comm->comm.get_reconfigure_handle());
     return MCCL_OK;
   });
 }
@@ -80,7 +80,7 @@ mccl_status_t mccl_reconfigure_handle(mccl_runtime_t rt, const char** handle) {
   if (rt == nullptr) return null_argument("mccl_reconfigure_handle", "rt");
   if (handle == nullptr) return null_argument("mccl_reconfigure_handle", "handle");
   return guarded([&] {
-    *handle = keep<2>(rt->rt->get_reconfigure_handle());
+    *handle = keep_handle<2>(rt->rt->get_reconfigure_handle());
     return MCCL_OK;
   });
 }

@@ -1,12 +1,12 @@
 // Groups made from a communicator: split (by color and key) and shrink
 // (without failed ranks). Both meet in the parent's rendezvous store, but a
 // shrink that excludes the rank serving it meets in the lowest survivor's
-// standby store (actors/standby_store.hpp). Both work on a revoked
+// standby store (api/communicator/standby_store.hpp). Both work on a revoked
 // communicator: shrink needs nothing from it, and split then exchanges
 // colors and keys through the store instead of over it.
 
-#include "actors/communicator_impl.hpp"
-#include "actors/standby_store.hpp"
+#include "api/communicator/communicator_impl.hpp"
+#include "api/communicator/standby_store.hpp"
 
 #include "config/log.hpp"
 

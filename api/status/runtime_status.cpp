@@ -1,8 +1,10 @@
 /// MCCL_METRICS_PORT: what a rank's /metrics and /status endpoints say
-/// (actors/status_server.hpp serves them).
+/// (api/status/status_server.hpp serves them).
 
-#include "actors/communicator_impl.hpp"
-#include "actors/runtime_impl.hpp"
+#include "api/status/runtime_status.hpp"
+
+#include "api/communicator/communicator_impl.hpp"
+#include "api/status/status_server.hpp"
 
 #include <mccl/metrics.hpp>
 #include "config/log.hpp"
@@ -64,26 +66,26 @@ std::string status_json(runtime::impl& rt, int rank) {
 
 } // namespace
 
-void runtime::impl::serve_status(const config& c, int rank) {
+void serve_status(runtime::impl& rt, const config& c, int rank) {
   if (c.metrics_port == 0)
     return;
-  std::lock_guard<std::mutex> guard{status_mutex};
-  if (status)
+  std::lock_guard<std::mutex> guard{rt.status_mutex};
+  if (rt.status)
     return;
   long port = static_cast<long>(c.metrics_port) + rank;
   if (port > 65535)
     throw error(errc::invalid_config, "MCCL_METRICS_PORT=" + std::to_string(c.metrics_port)
                                         + " + rank " + std::to_string(rank)
                                         + " is beyond port 65535");
-  status = std::make_unique<actors::status_server>(
+  auto server = std::make_shared<status_server>(
     c.metrics_addr, static_cast<unsigned short>(port),
     [rank] {
-      return actors::status_server::page{"text/plain; version=0.0.4",
-                                         to_prometheus(get_metrics(), rank)};
+      return status_server::page{"text/plain; version=0.0.4", to_prometheus(get_metrics(), rank)};
     },
-    [this, rank] { return actors::status_server::page{"application/json", status_json(*this, rank)}; });
+    [&rt, rank] { return status_server::page{"application/json", status_json(rt, rank)}; });
   MCCL_LOG(info, "rank " << rank << ": serving /metrics and /status on http://" << c.metrics_addr
-                         << ":" << status->port());
+                         << ":" << server->port());
+  rt.status = std::move(server);
 }
 
 } // namespace mccl

@@ -5,7 +5,7 @@
 ///   mccl-grow/1 store=<ip:port> comm=<id> epoch=<hex> old=<n> new=<m>
 ///   mccl-member/1 store=<ip:port> id=<hex>
 ///
-/// store: a standby store (actors/standby_store.hpp) where the members
+/// store: a standby store (api/communicator/standby_store.hpp) where the members
 /// meet. Parsing errors are invalid_argument naming the caller (`who`),
 /// the field and the expected form.
 

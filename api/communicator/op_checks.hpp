@@ -12,7 +12,7 @@
 
 #include <optional>
 
-namespace mccl::actors {
+namespace mccl::detail {
 
 /// Throws mccl::error (invalid_argument, unsupported) for a bad `op`.
 /// Fills in what a form implies (a broadcast root's send buffer is its
@@ -33,4 +33,4 @@ void resolve_compression(op_request& op, const op_options& asked, const config& 
 /// float32 allreduce with sum or avg.
 bool compression_applies(const op_request& op, compression_kind kind);
 
-} // namespace mccl::actors
+} // namespace mccl::detail

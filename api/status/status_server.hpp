@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-namespace mccl::actors {
+namespace mccl {
 
 class status_server {
 public:
@@ -47,4 +47,4 @@ private:
   std::thread thread_;
 };
 
-} // namespace mccl::actors
+} // namespace mccl

@@ -2,8 +2,9 @@
 // token, connections to every peer (transport/tcp/tcp_mesh.hpp), fault
 // injection, then the core (actors/comm_core.hpp).
 
-#include "actors/communicator_impl.hpp"
-#include "actors/standby_store.hpp"
+#include "api/communicator/communicator_impl.hpp"
+#include "api/communicator/standby_store.hpp"
+#include "api/status/runtime_status.hpp"
 
 #include "collectives/registry.hpp"
 #include <mccl/program.hpp>
@@ -200,7 +201,7 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
   if (o.world_size > 1)
     settle_rdma(cfg, o.rank);
   if (!sub_communicator)
-    rt->serve_status(cfg, o.rank);
+    serve_status(*rt, cfg, o.rank);
   if (!cfg.trace.empty() && ::mkdir(cfg.trace.c_str(), 0777) != 0 && errno != EEXIST)
     throw error(errc::invalid_config, "MCCL_TRACE=\"" + cfg.trace + "\": cannot make the directory: "
                                         + std::strerror(errno));

@@ -1,12 +1,12 @@
 // Reconfiguring into the next communicator (get_reconfigure_handle,
 // reconfigure), all or nothing: the listed members build it in the first
-// member's standby store (actors/standby_store.hpp) and decide through one
+// member's standby store (api/communicator/standby_store.hpp) and decide through one
 // key there, set once. The old communicator is never touched, so a failed
 // attempt leaves every member on it.
 
-#include "actors/communicator_impl.hpp"
-#include "actors/elastic_handles.hpp"
-#include "actors/standby_store.hpp"
+#include "api/communicator/communicator_impl.hpp"
+#include "api/communicator/elastic_handles.hpp"
+#include "api/communicator/standby_store.hpp"
 
 #include "config/log.hpp"
 
