@@ -3,7 +3,7 @@
 /// byte stream. TCP (tcp/), the simulated network (sim/) and the fault
 /// decorator over either (fault/) implement it; shared memory and RDMA
 /// will implement the same. Everything above it (the channel, channel.hpp,
-/// and the engine, collectives/engine.hpp) sees only this interface.
+/// and the engine, collectives/engine/engine.hpp) sees only this interface.
 ///
 /// Threading: one thread at a time drives a connection (calls read_some,
 /// write_some, notify_when_ready, poll_fd): the engine's leader. close()

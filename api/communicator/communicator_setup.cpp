@@ -6,7 +6,7 @@
 #include "api/communicator/standby_store.hpp"
 #include "api/status/runtime_status.hpp"
 
-#include "collectives/registry.hpp"
+#include "collectives/extension/registry.hpp"
 #include <mccl/program.hpp>
 #include "config/log.hpp"
 #include "transport/open_files.hpp"

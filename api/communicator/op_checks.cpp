@@ -1,6 +1,6 @@
 #include "api/communicator/op_checks.hpp"
 
-#include "collectives/registry.hpp"
+#include "collectives/extension/registry.hpp"
 
 namespace mccl::detail {
 

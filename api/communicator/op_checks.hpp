@@ -6,7 +6,7 @@
 /// is refused with mccl::error naming the op, the rank and the problem;
 /// nothing is sent.
 
-#include "collectives/op.hpp"
+#include "collectives/engine/op.hpp"
 #include <mccl/communicator.hpp>
 #include <mccl/config.hpp>
 

@@ -5,7 +5,7 @@
 // result is right (scaled mode included), a killed rank is named by every
 // survivor within the grace period, and the survivors then run correctly.
 
-#include "collectives/engine.hpp"
+#include "collectives/engine/engine.hpp"
 #include "tools/mccl_sim/sim_run.hpp"
 
 #include <gtest/gtest.h>

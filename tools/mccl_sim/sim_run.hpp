@@ -1,5 +1,5 @@
 #pragma once
-/// mccl-sim's core: N ranks of mccl's engine (collectives/engine.hpp: the
+/// mccl-sim's core: N ranks of mccl's engine (collectives/engine/engine.hpp: the
 /// data plane users run, with its algorithms, channels, wire format and
 /// reductions) in one process and one thread, over the virtual-time
 /// network of transport/sim/timed_network.hpp. An event loop takes the
@@ -16,7 +16,7 @@
 /// table picks for the full size (or the one asked for). Every element of
 /// the small result is checked.
 
-#include "collectives/cost_model.hpp"
+#include "collectives/algorithms/cost_model.hpp"
 #include "transport/sim/timed_network.hpp"
 #include <mccl/collective.hpp>
 
