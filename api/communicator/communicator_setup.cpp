@@ -7,7 +7,6 @@
 #include "api/status/runtime_status.hpp"
 
 #include "collectives/extension/registry.hpp"
-#include <mccl/program.hpp>
 #include "config/log.hpp"
 #include "transport/fault/fault_connection.hpp"
 #include "transport/wireup/transport_table.hpp"
