@@ -1,10 +1,10 @@
 #include "actors/comm_core.hpp"
-#include "collectives/metrics_registry.hpp"
+#include "collectives/observability/metrics_registry.hpp"
 
 #include "actors/link_actor.hpp"
 #include "actors/progress_actor.hpp"
 #include "actors/supervisor_actor.hpp"
-#include "collectives/board_collectives.hpp"
+#include "collectives/algorithms/board_collectives.hpp"
 #include "config/log.hpp"
 
 #include <caf/all.hpp>

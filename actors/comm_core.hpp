@@ -1,5 +1,5 @@
 #pragma once
-/// One communicator, put together: the engine (collectives/engine.hpp) over
+/// One communicator, put together: the engine (collectives/engine/engine.hpp) over
 /// its connections, the drivers that move the engine, and the actors that
 /// decide. The same over any transport: TCP for users, the simulated
 /// network in deterministic tests.
@@ -20,8 +20,8 @@
 #include "actors/op_actor.hpp"
 #include "actors/op_thread.hpp"
 #include "actors/work_state.hpp"
-#include "collectives/engine.hpp"
-#include "collectives/flight_recorder.hpp"
+#include "collectives/engine/engine.hpp"
+#include "collectives/observability/flight_recorder.hpp"
 #include <mccl/config.hpp>
 #include "transport/buffer_pool.hpp"
 #include "transport/connection.hpp"
@@ -67,7 +67,7 @@ struct comm_core_init {
   /// The fault scenario, whose chunk faults the engine injects; null: none.
   std::shared_ptr<const transport::fault_scenario> scenario;
   /// Every rank on this host: small collectives go over this board
-  /// (collectives/board_collectives.hpp); null: all over the engine.
+  /// (collectives/algorithms/board_collectives.hpp); null: all over the engine.
   std::shared_ptr<transport::shm_board> board;
 };
 
@@ -93,7 +93,7 @@ public:
   void abort(const std::string& reason);
   /// Revokes the communicator on every rank (communicator::revoke): ops
   /// are refused from now on; the engine agrees on the revoke point with
-  /// the peers and ends what is in flight (collectives/engine_revoke.cpp).
+  /// the peers and ends what is in flight (collectives/engine/engine_revoke.cpp).
   void revoke(const std::string& reason);
   /// This rank knows the communicator is revoked.
   bool revoked() const { return engine_->revoked(); }

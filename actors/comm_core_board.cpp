@@ -1,11 +1,11 @@
 // comm_core's board path: small collectives among ranks of one host, run on
-// the calling thread over the host board (collectives/board_collectives.hpp)
+// the calling thread over the host board (collectives/algorithms/board_collectives.hpp)
 // instead of the engine.
 
 #include "actors/comm_core.hpp"
 
-#include "collectives/board_collectives.hpp"
-#include "collectives/op.hpp"
+#include "collectives/algorithms/board_collectives.hpp"
+#include "collectives/engine/op.hpp"
 #include "config/log.hpp"
 
 #include <thread>
@@ -110,7 +110,7 @@ board_outcome comm_core::revoke_verdict_on_board(const op_request& op, uint64_t 
   // Counted before revoked() is read: either the engine's revoke began
   // after this and counts the op in this rank's revoke point, or this sees
   // the revoke and holds the completion until the point is agreed
-  // (collectives/engine_revoke.cpp has the rule).
+  // (collectives/engine/engine_revoke.cpp has the rule).
   if (every_rank_contributes(op.kind))
     engine_->note_completed(seq);
   if (!engine_->revoked())

@@ -1,7 +1,7 @@
 #pragma once
 /// Op actors: every op in flight (collective or point-to-point, built-in or
 /// custom) is hosted by one. Its behaviour is the op's state machine
-/// (collectives/op_session.hpp): a start message binds it to the op and
+/// (collectives/engine/op_session.hpp): a start message binds it to the op and
 /// starts the algorithm (with the chunks that came before it), chunk
 /// messages bring the op's frames (a descriptor: communicator, sequence,
 /// step, chunk, peer, and a view of the bytes where they landed, never a
@@ -15,7 +15,7 @@
 /// Where they run: on the communicator's driving unit
 /// (driving_unit.hpp), drained by the thread that leads the engine, so a
 /// message to an op actor costs a mailbox push and is handled before the
-/// engine's call returns (collectives/op_runner.hpp), with no thread hop.
+/// engine's call returns (collectives/engine/op_runner.hpp), with no thread hop.
 ///
 /// Pooled: an op actor that ended goes back to its communicator's pool and
 /// hosts a later op; spawning one costs several microseconds (bench
@@ -27,8 +27,8 @@
 /// down handler aborts the communicator, and the pool drops the actor.
 
 #include "actors/driving_unit.hpp"
-#include "collectives/metrics_registry.hpp"
-#include "collectives/op_runner.hpp"
+#include "collectives/observability/metrics_registry.hpp"
+#include "collectives/engine/op_runner.hpp"
 #include "transport/received_frame.hpp"
 
 #include <mccl/error.hpp>

@@ -2,7 +2,7 @@
 #include "transport/store/tcp_store.hpp"
 
 #include "actors/watchdog_actor.hpp"
-#include "collectives/registry.hpp"
+#include "collectives/extension/registry.hpp"
 #include "config/log.hpp"
 
 #include <caf/all.hpp>

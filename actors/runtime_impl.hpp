@@ -3,7 +3,6 @@
 
 #include <mccl/communicator.hpp>
 #include "actors/messages.hpp"
-#include "actors/status_server.hpp"
 #include "transport/buffer_pool.hpp"
 #include "transport/tcp/reactor.hpp"
 
@@ -37,14 +36,15 @@ struct runtime::impl {
   std::mutex comms_mutex;
   std::vector<std::weak_ptr<communicator::impl>> comms;
 
-  /// MCCL_METRICS_PORT: started with the first world communicator that
-  /// asks for it (one per process).
+  /// MCCL_METRICS_PORT: the status server (api/status/), started with the
+  /// first world communicator that asks for it (one per process) by
+  /// serve_status (api/status/runtime_status.hpp). Held without its type,
+  /// so that the runtime does not depend on the API built above it; reset
+  /// first in ~impl, since its handlers read this runtime's communicators.
   std::mutex status_mutex;
-  std::unique_ptr<actors::status_server> status;
-  /// Serves /metrics and /status for rank `rank` (idempotent).
-  void serve_status(const config& cfg, int rank);
+  std::shared_ptr<void> status;
 
-  /// This process's standby store (actors/standby_store.hpp): a rendezvous
+  /// This process's standby store (api/communicator/standby_store.hpp): a rendezvous
   /// store served on the reactor thread, one per process whatever the
   /// number of communicators, started on first use. Stopped first in
   /// ~impl, before the reactor it runs on.

@@ -1,5 +1,5 @@
 #include "actors/work_state.hpp"
-#include "collectives/metrics_registry.hpp"
+#include "collectives/observability/metrics_registry.hpp"
 
 #include <thread>
 

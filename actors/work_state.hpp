@@ -2,7 +2,7 @@
 /// mccl's side of a Work (include/mccl/work.hpp): the op's outcome, its
 /// metrics, the callbacks, and how a thread that waits drives the op.
 
-#include "collectives/op.hpp"
+#include "collectives/engine/op.hpp"
 
 #include <mccl/error.hpp>
 #include <mccl/work.hpp>

@@ -23,7 +23,7 @@ def main(argv=None):
     here = os.path.dirname(os.path.abspath(__file__))
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--source", default=os.path.join(here, "src"),
-                   help="a tree with python/src, python/mccl, include/mccl and actors/ (default: the bundle's)")
+                   help="a tree with python/src, python/mccl, include/mccl and api/process/ (default: the bundle's)")
     p.add_argument("--lib", default=os.path.dirname(here), help="the folder holding libmccl.so.0")
     p.add_argument("--out", help="where the package goes (default: LIB/python)")
     args = p.parse_args(argv)

@@ -29,10 +29,10 @@ done | sort -u | while read -r lib; do cp -L "$lib" "$out/"; done
 cp "$root/tools/mcclrun" "$root/tools/mccl_hosts.py" "$out/"
 # The torch extension's sources, laid out as in the checkout.
 rm -rf "$out/torch"
-mkdir -p "$out/torch/src/python" "$out/torch/src/actors" "$out/torch/src/include"
+mkdir -p "$out/torch/src/python" "$out/torch/src/api/process" "$out/torch/src/include"
 cp -r "$root/python/src" "$root/python/mccl" "$out/torch/src/python/"
 rm -rf "$out/torch/src/python/mccl/__pycache__"
 cp -r "$root/include/mccl" "$out/torch/src/include/"
-cp "$root/actors/process_runtime.hpp" "$out/torch/src/actors/"
+cp "$root/api/process/process_runtime.hpp" "$out/torch/src/api/process/"
 cp "$root/bench/build_torch_ext.py" "$out/torch/"
 du -sh "$out"

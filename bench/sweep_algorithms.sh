@@ -44,7 +44,7 @@ command -v timeout >/dev/null || { echo "sweep_algorithms: needs timeout (coreut
 command -v python3 >/dev/null || { echo "sweep_algorithms: needs python3 (as mcclrun does)" >&2; exit 2; }
 [[ "$RUN_TIMEOUT" =~ ^[0-9]+$ && "$RUN_TIMEOUT" -ge 20 ]] || { echo "sweep_algorithms: RUN_TIMEOUT must be a number of seconds >= 20" >&2; exit 2; }
 
-# The algorithms registered for each op (collectives/registry.cpp).
+# The algorithms registered for each op (collectives/extension/registry.cpp).
 algorithms() { # op N
   case "$1" in
     allreduce) if [[ "$2" == 2 ]]; then echo "oneshot direct ring rd rabenseifner"; else echo "oneshot ring rd rabenseifner"; fi ;;

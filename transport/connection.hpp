@@ -1,9 +1,11 @@
 #pragma once
 /// The transport contract: one connection to one peer, a reliable ordered
-/// byte stream. TCP (tcp/), the simulated network (sim/) and the fault
-/// decorator over either (fault/) implement it; shared memory and RDMA
-/// will implement the same. Everything above it (the channel, channel.hpp,
-/// and the engine, collectives/engine.hpp) sees only this interface.
+/// byte stream. TCP (tcp/: one socket or several striped), shared memory
+/// (shm/: two rings beside the pair's TCP socket, which carries wake-ups),
+/// the simulated networks (sim/) and the fault decorator over any of them
+/// (fault/) implement it; RDMA (rdma/) is only probed, with no data path
+/// yet. Everything above it (the channel, channel.hpp, and the engine,
+/// collectives/engine/engine.hpp) sees only this interface.
 ///
 /// Threading: one thread at a time drives a connection (calls read_some,
 /// write_some, notify_when_ready, poll_fd): the engine's leader. close()

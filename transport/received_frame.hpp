@@ -2,7 +2,7 @@
 /// A data frame as a channel (channel.hpp) hands it up: its decoded header
 /// and its payload, which is either in pooled memory (`buffer`) or already
 /// at its destination in the caller's memory (`landed`, receive in place:
-/// collectives/landing.hpp).
+/// collectives/engine/landing.hpp).
 
 #include "transport/wire/frame.hpp"
 

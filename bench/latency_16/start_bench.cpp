@@ -6,7 +6,7 @@
 //   g++ -O2 -std=c++17 -I. -Iinclude -Ibuild/include bench/latency_16/start_bench.cpp \
 //       -Lbuild -lmccl -Wl,-rpath,$PWD/build -o /tmp/start_bench
 //   /tmp/start_bench 16 rd 100000
-#include "collectives/registry.hpp"
+#include "collectives/extension/registry.hpp"
 
 #include <mccl/collective.hpp>
 

@@ -14,7 +14,7 @@
 ///   algo_name := [a-z0-9_]+
 ///
 /// Only the syntax, the op names and the ranges are checked here. Algorithms
-/// are registered at run time (collectives/registry), so whether a named
+/// are registered at run time (collectives/extension/registry), so whether a named
 /// algorithm exists is for the caller to check. This header does not depend
 /// on collectives/: ops are named by their strings.
 

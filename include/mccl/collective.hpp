@@ -1,6 +1,6 @@
 #pragma once
 /// The extension point for collectives. An algorithm is a state machine that
-/// the engine (collectives/engine.hpp) drives through the op's session: it
+/// the engine (collectives/engine/engine.hpp) drives through the op's session: it
 /// calls start() once, then on_chunk() for every chunk a peer sends for this
 /// op and on_sent() when one of the algorithm's own sends has left the
 /// caller's buffer, all on the one thread that leads the engine at the

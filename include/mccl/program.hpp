@@ -3,7 +3,7 @@
 ///
 /// A program says, for one rank, which blocks of a working buffer it sends
 /// to and receives from which peers in which step. The step executor
-/// (collectives/step_executor.hpp) runs a program over real buffers and
+/// (collectives/programs/step_executor.hpp) runs a program over real buffers and
 /// links; tests run the same programs symbolically for every rank of worlds
 /// 1..64. Both follow the same rule, so a program that passes the
 /// simulation is correct on the wire:

@@ -2,7 +2,7 @@
 
 #include <Python.h>
 
-#include "actors/process_runtime.hpp"
+#include "api/process/process_runtime.hpp"
 #include "store_adapter.hpp"
 #include "tensor_args.hpp"
 

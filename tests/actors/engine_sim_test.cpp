@@ -6,7 +6,7 @@
 // collectives issued together all complete, and an abort fails those still
 // waiting for their turn.
 
-#include "collectives/engine.hpp"
+#include "collectives/engine/engine.hpp"
 #include <mccl/types.hpp>
 
 #include <string>

@@ -11,7 +11,7 @@
 // And the control: a rank whose bytes stop arriving altogether is named,
 // by every peer, within the limit plus the watchdog's and the link's ticks.
 
-#include "collectives/engine.hpp"
+#include "collectives/engine/engine.hpp"
 #include <mccl/types.hpp>
 
 #include <string>

@@ -1,7 +1,7 @@
 // Tagged send / recv between ranks in one process, over the simulated
 // network, under CAF's deterministic test coordinator (see sim_world.hpp).
 //
-// Matching rule (collectives/p2p_matcher.hpp): a receive for tag t from
+// Matching rule (collectives/engine/p2p_matcher.hpp): a receive for tag t from
 // rank s takes the lowest-numbered message with tag t that s sent us, once
 // every message s sent us before it has been seen: per tag, messages are
 // received in the order they were sent (MPI's non-overtaking rule). Here

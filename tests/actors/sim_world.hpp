@@ -42,8 +42,8 @@
 #include "actors/watchdog_actor.hpp"
 #include "actors/work_state.hpp"
 #include "transport/buffer_pool.hpp"
-#include "collectives/op.hpp"
-#include "collectives/registry.hpp"
+#include "collectives/engine/op.hpp"
+#include "collectives/extension/registry.hpp"
 #include <mccl/algo_spec.hpp>
 #include <mccl/config.hpp>
 #include "config/log.hpp"

@@ -1,4 +1,4 @@
-// Faults on chunk messages ("on": "chunk", collectives/chunk_faults.hpp),
+// Faults on chunk messages ("on": "chunk", collectives/engine/chunk_faults.hpp),
 // ranks as threads, over TCP and shared memory: a delayed or reordered
 // chunk still gives exact results; a duplicated one is dropped by its op
 // (counted in the report and the metrics) and results stay exact; a

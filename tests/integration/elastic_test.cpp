@@ -2,7 +2,7 @@
 // store, grow (old ranks keep theirs, newcomers join), reconfigure (all or
 // nothing, retried with a new uuid), and the errors of bad handles. Each
 // rank is a thread with a runtime of its own, as a process would have, so
-// its standby store (actors/standby_store.hpp) goes when it does; ranks
+// its standby store (api/communicator/standby_store.hpp) goes when it does; ranks
 // rendezvous through the default TCP store on a free loopback port.
 // tests/python/test_elastic.py does the same with processes and SIGKILL.
 #include <mccl/mccl.hpp>

@@ -3,7 +3,7 @@
 // bound, naming the rank that revoked; later ops fail at once with
 // errc::revoked; shrink and split on the revoked communicator still give
 // working communicators; and ops issued concurrently with the revoke either
-// complete on every rank or fail on every rank (collectives/engine_revoke.cpp
+// complete on every rank or fail on every rank (collectives/engine/engine_revoke.cpp
 // has the rule). Ranks are threads of this process (rank_threads.hpp); the
 // same tests run over shared memory and the host board (the default for
 // ranks of one host) and, through CMake, over TCP alone.

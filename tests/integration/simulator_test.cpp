@@ -6,7 +6,7 @@
 // survivor within the grace period, and the survivors then run correctly;
 // three killed at 512 ranks, shrink, grow by three, every element checked.
 
-#include "collectives/engine.hpp"
+#include "collectives/engine/engine.hpp"
 #include "tools/mccl_sim/sim_run.hpp"
 
 #include <gtest/gtest.h>

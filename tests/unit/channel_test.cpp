@@ -4,7 +4,7 @@
 // bytes and calls progress(), so every interleaving below is exactly the
 // one written down. A recording listener stands in for the engine.
 
-#include "collectives/landing.hpp"
+#include "collectives/engine/landing.hpp"
 #include "transport/buffer_pool.hpp"
 #include "transport/channel.hpp"
 #include "transport/fault/fault_connection.hpp"
@@ -453,7 +453,7 @@ TEST_F(ChannelSim, CrcMismatchIsNackedAndRetransmitted) {
   ASSERT_EQ(rec_b.byes.size(), 1u);
 }
 
-// ---- receive in place (collectives/landing.hpp) ----------------------------
+// ---- receive in place (collectives/engine/landing.hpp) ----------------------------
 
 namespace {
 

@@ -1,9 +1,9 @@
-// Faults on chunk messages (collectives/chunk_faults.hpp) without an engine:
+// Faults on chunk messages (collectives/engine/chunk_faults.hpp) without an engine:
 // which frames go on, when, in what order, and what the report says; and
 // the ledger that lets an op tell a copy from a first arrival.
 
-#include "collectives/chunk_faults.hpp"
-#include "collectives/chunk_ledger.hpp"
+#include "collectives/engine/chunk_faults.hpp"
+#include "collectives/engine/chunk_ledger.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The flight recorder keeps the last N ops with their state, tracks the
 // last enqueued and completed sequence numbers beyond its window, and dumps
 // one readable line per op.
-#include "collectives/flight_recorder.hpp"
+#include "collectives/observability/flight_recorder.hpp"
 
 #include <gtest/gtest.h>
 

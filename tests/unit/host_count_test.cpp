@@ -1,7 +1,7 @@
 // Hosts are numbered from the ranks' published endpoints, alike on every
 // rank, and the built-in table broadcasts along a chain only across hosts.
 
-#include "collectives/registry.hpp"
+#include "collectives/extension/registry.hpp"
 #include <mccl/program.hpp>
 #include <mccl/config.hpp>
 #include <mccl/store.hpp>

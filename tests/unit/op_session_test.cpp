@@ -1,11 +1,11 @@
-// The op session's protocol around an algorithm (collectives/op_session.hpp),
+// The op session's protocol around an algorithm (collectives/engine/op_session.hpp),
 // driven by hand: a copy of a chunk that arrives after the algorithm had all
 // it expected (its own sends still in flight, so the op is not reported yet)
 // fails the op naming the chunk and the peer; it never reaches the finished
 // algorithm, which may have released its state.
 
-#include "collectives/builtin.hpp"
-#include "collectives/op_session.hpp"
+#include "collectives/algorithms/builtin.hpp"
+#include "collectives/engine/op_session.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-// Point-to-point matching (collectives/p2p_matcher.hpp) frame by frame, in
+// Point-to-point matching (collectives/engine/p2p_matcher.hpp) frame by frame, in
 // arrival orders a stream from one peer cannot produce but the rule must
 // survive: a later message's frames before an earlier one's, receives
 // posted before, between and after.
 
-#include "collectives/p2p_matcher.hpp"
+#include "collectives/engine/p2p_matcher.hpp"
 
 #include <gtest/gtest.h>
 

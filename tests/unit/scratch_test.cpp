@@ -1,7 +1,7 @@
 // The scratch cache hands large blocks back out instead of faulting in new
 // memory, never holds small ones, and keeps what a moved-from buffer owned.
 
-#include "collectives/scratch.hpp"
+#include "collectives/algorithms/scratch.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
 // The message inbox and outbox of step collectives
-// (collectives/message_inbox.hpp, message_outbox.hpp), driven by hand:
+// (collectives/extension/message_inbox.hpp, message_outbox.hpp), driven by hand:
 // frames joined into whole messages, held until asked for, handed over in
 // step order; sends cut into frames, their memory released after the last.
 
-#include "collectives/message_inbox.hpp"
-#include "collectives/message_outbox.hpp"
+#include "collectives/extension/message_inbox.hpp"
+#include "collectives/extension/message_outbox.hpp"
 
 #include <gtest/gtest.h>
 

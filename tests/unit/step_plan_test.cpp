@@ -1,8 +1,8 @@
-// Compiled step plans (collectives/step_plan.hpp) are shared between ops
+// Compiled step plans (collectives/programs/step_plan.hpp) are shared between ops
 // only when everything they are made from is the same: the program, the
 // blocks and each transfer's chunking.
 
-#include "collectives/step_plan.hpp"
+#include "collectives/programs/step_plan.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 #include "tools/mccl_sim/sim_run.hpp"
 
-#include "collectives/engine.hpp"
-#include "collectives/registry.hpp"
+#include "collectives/engine/engine.hpp"
+#include "collectives/extension/registry.hpp"
 #include "transport/buffer_pool.hpp"
 #include <mccl/algo_spec.hpp>
 #include <mccl/config.hpp>

@@ -1,5 +1,5 @@
 #pragma once
-/// mccl-sim's core: N ranks of mccl's engine (collectives/engine.hpp: the
+/// mccl-sim's core: N ranks of mccl's engine (collectives/engine/engine.hpp: the
 /// data plane users run, with its algorithms, channels, wire format and
 /// reductions) in one process and one thread, over the virtual-time
 /// network of transport/sim/timed_network.hpp. An event loop takes the
@@ -25,7 +25,7 @@
 /// communicator; what the simulator leaves out is how the members agree
 /// on it (the store, the handles), which the runtime's tests cover.
 
-#include "collectives/cost_model.hpp"
+#include "collectives/algorithms/cost_model.hpp"
 #include "transport/sim/timed_network.hpp"
 #include <mccl/collective.hpp>
 

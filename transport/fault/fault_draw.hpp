@@ -1,6 +1,6 @@
 #pragma once
 /// What link faults (fault_connection.cpp) and chunk faults
-/// (collectives/chunk_faults.cpp) share to decide whether a fault fires:
+/// (collectives/engine/chunk_faults.cpp) share to decide whether a fault fires:
 /// a seeded stream per fault, link and chunk, and the rank filter.
 
 #include <mccl/faults.hpp>

@@ -15,7 +15,7 @@ namespace mccl::transport {
 namespace {
 
 constexpr std::size_t log_entries = 64;
-/// As the engine's loss grace (collectives/engine.hpp).
+/// As the engine's loss grace (collectives/engine/engine.hpp).
 constexpr auto departure_grace = std::chrono::milliseconds(100);
 
 int usable_cpus() {

@@ -68,7 +68,7 @@ struct shm_setup_options {
   std::string key_prefix; ///< keys are <prefix>host/<rank>
   /// One word (no spaces) this rank publishes beside its host record, so
   /// that every rank learns every rank's without another store round trip:
-  /// the address of its standby store (actors/standby_store.hpp). "": none.
+  /// the address of its standby store (api/communicator/standby_store.hpp). "": none.
   std::string announce;
 };
 

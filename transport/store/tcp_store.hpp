@@ -43,7 +43,7 @@ class tcp_store_client : public store {
 public:
   /// `what` and `server` name the store and who serves it in errors: by
   /// default the rendezvous store at MASTER_ADDR:MASTER_PORT and rank 0;
-  /// a standby store (actors/standby_store.hpp) names its own.
+  /// a standby store (api/communicator/standby_store.hpp) names its own.
   tcp_store_client(std::string host, unsigned short port, int rank,
                    std::chrono::milliseconds connect_timeout,
                    std::string what = "the rendezvous store at MASTER_ADDR:MASTER_PORT",

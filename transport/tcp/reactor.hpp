@@ -1,10 +1,11 @@
 #pragma once
 /// The runtime's waiting threads: one runs Boost.Asio's io_context for the
-/// rendezvous store's server; the readiness monitor (readiness.hpp) wakes
-/// parked links when their connection becomes readable or writable. Data does
-/// not flow through either: busy links move bytes from their own actor
-/// handlers (see actors/link_actor.hpp), the inline path from the caller's
-/// thread (actors/inline_path.hpp).
+/// rendezvous store's server and the process's standby store; the readiness
+/// monitor (readiness.hpp) wakes an engine that no thread leads when one of
+/// its connections becomes readable or writable (engine::arm). Data does not
+/// flow through either: the engine's leader moves every byte, on whichever
+/// thread drives it (the caller's, the op thread or the progress actor; see
+/// docs/ARCHITECTURE.md, "Who drives").
 
 #include "transport/tcp/readiness.hpp"
 

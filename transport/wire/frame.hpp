@@ -47,7 +47,7 @@ enum class frame_kind : uint8_t {
   /// sender's revoke point (1 + the highest sequence number of a collective
   /// it completed before it stopped accepting ops), payload = the reason.
   /// Sent once to every peer by every rank; the data frames before it still
-  /// count (collectives/engine_revoke.cpp).
+  /// count (collectives/engine/engine_revoke.cpp).
   revoke = 10,
 };
 
@@ -78,7 +78,7 @@ struct frame_header {
   /// With flag_crc: crc32c of the encoded header (crc field zero) followed
   /// by the payload, so a flipped header bit is caught too (frame_crc()).
   uint32_t crc = 0;
-  /// Data frames: the op's signature (see collectives/op.hpp), so a rank
+  /// Data frames: the op's signature (see collectives/engine/op.hpp), so a rank
   /// that issued a different op at this seq is detected at the first frame.
   /// For point-to-point frames op_count is the message's total bytes.
   uint64_t op_count = 0;
