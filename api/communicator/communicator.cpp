@@ -5,7 +5,7 @@
 
 namespace mccl {
 
-work communicator::impl::submit(std::shared_ptr<op_request> req, const op_options& opts) {
+work communicator::impl::submit(op_ptr req, const op_options& opts) {
   auto& op = *req;
   if (finalized.load())
     throw error(errc::finalized,
@@ -97,9 +97,9 @@ void communicator::set_timeout(std::chrono::milliseconds timeout) {
 
 namespace {
 
-std::shared_ptr<op_request> request(op_kind kind, const void* send, void* recv, std::size_t count,
-                                    dtype type, redop op = redop::sum, int root = 0) {
-  auto r = std::make_shared<op_request>();
+op_ptr request(op_kind kind, const void* send, void* recv, std::size_t count, dtype type,
+               redop op = redop::sum, int root = 0) {
+  auto r = std::make_shared<issued_op>();
   r->kind = kind;
   r->send = send;
   r->recv = recv;

@@ -75,7 +75,7 @@ struct communicator::impl {
 
   /// Checks `req` (api/communicator/op_checks.hpp), settles its compression and
   /// hands it to the core.
-  work submit(std::shared_ptr<op_request> req, const op_options& opts = {});
+  work submit(op_ptr req, const op_options& opts = {});
   /// The deadline of an op issued now (communicator::timeout()).
   std::chrono::milliseconds op_timeout() const {
     auto set = timeout_ms.load(std::memory_order_relaxed);

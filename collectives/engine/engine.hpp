@@ -298,7 +298,7 @@ private:
   /// What an op ended by the revoke fails with.
   std::string revoke_failure() const;
   /// "allreduce seq 7 on rank 2: " + revoke_failure().
-  std::string revoked_op(const op_request& op) const;
+  std::string revoked_op(const issued_op& op) const;
 
   void push(command c);
   /// `peer`'s channel has frames to send: progress_peers() visits it.

@@ -14,7 +14,7 @@ class engine_op final : public op_session {
 public:
   engine_op(engine& e, op_ptr request, std::size_t bytes, collective_args args, std::string algorithm,
             algorithm_factory factory, engine::clock::time_point now)
-    : op_session(std::move(args), e.opts_.comm_id, std::move(algorithm), std::move(factory)),
+    : op_session(std::move(args), request->seq, e.opts_.comm_id, std::move(algorithm), std::move(factory)),
       request(std::move(request)), bytes(bytes), started(now),
       timeout(this->request->timeout.count() > 0 ? this->request->timeout : e.opts_.cfg.timeout),
       deadline(now + timeout), e_(e) {

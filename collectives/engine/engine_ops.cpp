@@ -131,8 +131,7 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
   collective_args args;
   args.rank = opts_.rank;
   args.world = opts_.world;
-  args.op = *op;
-  args.op.done = nullptr; // the session never completes the Work itself
+  args.op = *op; // the request alone: the session never completes the Work itself
   args.chunk_bytes = opts_.cfg.chunk_bytes;
   args.host_of = host_of_;
   auto owned = std::make_unique<engine_op>(*this, op, bytes, std::move(args), name, std::move(factory), now);

@@ -84,7 +84,7 @@ std::string engine::revoke_failure() const {
   return text;
 }
 
-std::string engine::revoked_op(const op_request& op) const {
+std::string engine::revoked_op(const issued_op& op) const {
   auto what = describe(op);
   return what.substr(0, what.find('(')) + " seq " + std::to_string(op.seq) + " on rank "
          + std::to_string(opts_.rank) + ": " + revoke_failure();

@@ -1,6 +1,7 @@
 #pragma once
-/// The engine's side of an op: how its end is reported back to its owner
-/// (op_completion, op_report), and descriptions for messages. The op itself
+/// The engine's side of an op: the op with its bookkeeping (issued_op), how
+/// its end is reported back to its owner (op_completion, op_report), and
+/// descriptions for messages. The op itself
 /// (op_request, op_kind, op_signature) is public: include/mccl/collective.hpp.
 
 #include <mccl/collective.hpp>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace mccl {
 
@@ -34,7 +36,22 @@ public:
   virtual void complete(op_report report) = 0;
 };
 
-using op_ptr = std::shared_ptr<op_request>;
+/// An op as the engine carries it: the caller's request and the engine's
+/// bookkeeping, which the public request does not show.
+struct issued_op : op_request {
+  issued_op() = default;
+  explicit issued_op(op_request r) : op_request(std::move(r)) {}
+
+  uint64_t seq = 0; ///< wire sequence (collectives) or message number (send)
+  uint64_t id = 0;  ///< unique per communicator, for bookkeeping
+  /// Which driver moves it when its caller does not (the op thread or the
+  /// progress actor), by size: see actors/comm_core.hpp.
+  driver_kind background = driver_kind::op_thread;
+  /// Told how the op ended (the caller's Work).
+  std::shared_ptr<op_completion> done;
+};
+
+using op_ptr = std::shared_ptr<issued_op>;
 
 /// "allreduce(count 1000, float32, sum)", "broadcast(count 8, int32, root 2)".
 std::string describe(const op_signature& s);

@@ -4,9 +4,9 @@
 
 namespace mccl {
 
-op_session::op_session(collective_args args, uint32_t comm_id, std::string algorithm_name,
+op_session::op_session(collective_args args, uint64_t seq, uint32_t comm_id, std::string algorithm_name,
                        algorithm_factory factory)
-  : args_(std::move(args)), comm_id_(comm_id), algorithm_name_(std::move(algorithm_name)),
+  : args_(std::move(args)), seq_(seq), comm_id_(comm_id), algorithm_name_(std::move(algorithm_name)),
     factory_(std::move(factory)), signature_(args_.op.signature(args_.world)) {
 }
 
@@ -130,7 +130,7 @@ void op_session::send_frame(int peer, uint32_t step, uint32_t chunk, const void*
   wire::frame_header h;
   h.kind = wire::frame_kind::data;
   h.comm_id = comm_id_;
-  h.seq = args_.op.seq;
+  h.seq = seq_;
   h.step = step;
   h.chunk = chunk;
   h.op_desc = pack_desc(signature_);
@@ -183,8 +183,8 @@ std::string op_session::describe_op() const {
   // "allreduce seq 7 on rank 1 (ring, count 1000, float32, sum)"; a send is
   // numbered per destination, a receive not at all.
   std::string number = op.kind == op_kind::recv ? ""
-                       : op.kind == op_kind::send ? " message " + std::to_string(op.seq)
-                                                  : " seq " + std::to_string(op.seq);
+                       : op.kind == op_kind::send ? " message " + std::to_string(seq_)
+                                                  : " seq " + std::to_string(seq_);
   // What describe() has in parentheses: "count 1000, float32, sum)", or
   // just ")" for an op without arguments (a barrier).
   auto args = what.substr(paren + 1);
@@ -196,7 +196,7 @@ std::string op_session::check_signature(const wire::frame_header& h, int peer) c
   auto theirs = frame_signature(h, signature_);
   if (theirs == signature_)
     return {};
-  return "ranks issued different collectives at seq " + std::to_string(args_.op.seq)
+  return "ranks issued different collectives at seq " + std::to_string(seq_)
          + ": rank " + std::to_string(args_.rank) + " issued " + describe(signature_)
          + ", rank " + std::to_string(peer) + " issued " + describe(theirs)
          + " (all ranks must issue the same collectives in the same order)";

@@ -23,7 +23,8 @@ namespace mccl {
 
 class op_session : public collective_io {
 public:
-  op_session(collective_args args, uint32_t comm_id, std::string algorithm_name,
+  /// `seq`: the op's wire sequence (a send's message number).
+  op_session(collective_args args, uint64_t seq, uint32_t comm_id, std::string algorithm_name,
              algorithm_factory factory);
   ~op_session() override;
 
@@ -92,6 +93,7 @@ private:
   void finish_report(errc code, std::string message);
 
   collective_args args_;
+  uint64_t seq_;
   uint32_t comm_id_;
   std::string algorithm_name_;
   algorithm_factory factory_;

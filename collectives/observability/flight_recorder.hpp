@@ -82,7 +82,7 @@ private:
 };
 
 /// What the recorder keeps of `op` (numbered already) on a world of `world`.
-flight_recorder::op_info recorded_op(const op_request& op, int world, const std::string& algorithm,
+flight_recorder::op_info recorded_op(const issued_op& op, int world, const std::string& algorithm,
                                      driver_kind driver);
 
 /// "allreduce", "send to rank 2 message 3 tag 7", "recv from rank 1 tag 7",

@@ -75,8 +75,6 @@ struct op_signature {
   bool operator!=(const op_signature& o) const noexcept { return !(*this == o); }
 };
 
-class op_completion;
-
 /// What a caller asked for: one op with its buffers. Counts follow NCCL's
 /// conventions: `count` is per rank where an op moves one block per rank
 /// (allgather: send holds count, recv count * world; reduce_scatter: send
@@ -112,13 +110,6 @@ struct op_request {
   /// else MCCL_TIMEOUT_MS). Zero: the engine's MCCL_TIMEOUT_MS (requests
   /// made without a communicator, as in the simulator tests).
   std::chrono::milliseconds timeout{0};
-  uint64_t seq = 0;           ///< wire sequence (collectives) or message number (send)
-  uint64_t id = 0;            ///< unique per communicator, for bookkeeping
-  /// Which driver moves it when its caller does not (the op thread or the
-  /// progress actor), by size: see actors/comm_core.hpp.
-  driver_kind background = driver_kind::op_thread;
-  /// Told how the op ended (the caller's Work).
-  std::shared_ptr<op_completion> done;
 
   bool is_v() const noexcept { return !counts.empty(); }
   std::size_t elem_size() const noexcept { return dtype_size(type); }

@@ -272,7 +272,7 @@ public:
   /// Submits `req` on `rank` with a fresh work_state (as
   /// communicator::impl::submit does); the op starts at the next settle().
   work_ptr submit(int rank, op_request req) {
-    auto op = std::make_shared<op_request>(std::move(req));
+    auto op = std::make_shared<issued_op>(std::move(req));
     auto w = std::make_shared<work_state>(cfg_.timeout, op->kind == op_kind::custom ? op->name
                                                                                    : to_string(op->kind));
     core(rank).submit(std::move(op), w);

@@ -54,7 +54,7 @@ transport::received_frame frame_from(int peer, const wire::frame_header& ours, f
 }
 
 /// An allreduce of the one float at `in` into `out`.
-collective_args one_float_allreduce(int rank, int world, float* in, float* out, uint64_t seq) {
+collective_args one_float_allreduce(int rank, int world, float* in, float* out) {
   collective_args a;
   a.rank = rank;
   a.world = world;
@@ -62,7 +62,6 @@ collective_args one_float_allreduce(int rank, int world, float* in, float* out, 
   a.op.send = in;
   a.op.recv = out;
   a.op.count = 1;
-  a.op.seq = seq;
   return a;
 }
 
@@ -70,8 +69,8 @@ collective_args one_float_allreduce(int rank, int world, float* in, float* out, 
 
 TEST(OpSession, ACopyOfAChunkAfterTheAlgorithmFinishedFailsTheOpNamingIt) {
   float in = 1.0f, out = 0.0f;
-  auto a = one_float_allreduce(0, 2, &in, &out, 30);
-  recording_session s(a, 7, "oneshot", builtin::make_allreduce_oneshot);
+  auto a = one_float_allreduce(0, 2, &in, &out);
+  recording_session s(a, 30, 7, "oneshot", builtin::make_allreduce_oneshot);
   s.start_op();
   ASSERT_EQ(s.emitted.size(), 1u);
 
@@ -96,8 +95,8 @@ TEST(OpSession, ACopyOfAChunkAfterTheAlgorithmFinishedFailsTheOpNamingIt) {
 // round, in order, then no one once every chunk is in.
 TEST(OpSession, NextSendersFollowRecursiveDoublingRoundByRound) {
   float in = 5.0f, out = 0.0f;
-  auto a = one_float_allreduce(5, 8, &in, &out, 3);
-  recording_session s(a, 7, "rd", builtin::make_allreduce_rd);
+  auto a = one_float_allreduce(5, 8, &in, &out);
+  recording_session s(a, 3, 7, "rd", builtin::make_allreduce_rd);
   s.start_op();
   // Round k's partner is 5 xor 2^k; it sends the sum of its half so far.
   const int partner[] = {4, 7, 1};
@@ -124,8 +123,7 @@ TEST(OpSession, NextSendersOfTheDisseminationBarrierIsEachRoundsSender) {
   a.rank = 2;
   a.world = 8;
   a.op.kind = op_kind::barrier;
-  a.op.seq = 4;
-  recording_session s(a, 7, "dissemination", builtin::make_barrier_dissemination);
+  recording_session s(a, 4, 7, "dissemination", builtin::make_barrier_dissemination);
   s.start_op();
   const int sender[] = {1, 0, 6}; // 2 - 2^k, modulo 8
   for (int round = 0; round < 3; ++round) {
@@ -146,8 +144,8 @@ TEST(OpSession, NextSendersOfTheDisseminationBarrierIsEachRoundsSender) {
 
 TEST(OpSession, AnAlgorithmThatDoesNotSayLeavesNextSendersUnknown) {
   float in = 1.0f, out = 0.0f;
-  auto a = one_float_allreduce(0, 4, &in, &out, 0);
-  recording_session s(a, 7, "oneshot", builtin::make_allreduce_oneshot);
+  auto a = one_float_allreduce(0, 4, &in, &out);
+  recording_session s(a, 0, 7, "oneshot", builtin::make_allreduce_oneshot);
   s.start_op();
   std::vector<int> next;
   EXPECT_FALSE(s.next_senders(next)) << "the one-shot exchange does not implement it: every link is watched";

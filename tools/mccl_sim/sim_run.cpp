@@ -316,7 +316,7 @@ private:
 
   void post(int r, op_kind kind) {
     auto& d = data_[static_cast<std::size_t>(r)];
-    auto op = std::make_shared<op_request>();
+    auto op = std::make_shared<issued_op>();
     op->kind = kind;
     op->send = d.send.empty() ? nullptr : d.send.data();
     op->recv = d.recv.data();
