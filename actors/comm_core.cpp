@@ -20,6 +20,8 @@ namespace {
 constexpr auto wait_slice = std::chrono::milliseconds(100);
 /// How long finalize tries to take the engine from a thread that leads it.
 constexpr auto finalize_lead_wait = std::chrono::seconds(2);
+/// How long revoke() waits for the supervisor to take it.
+constexpr auto revoke_answer = std::chrono::milliseconds(500);
 
 std::atomic<uint64_t> next_watch_key{1};
 
@@ -294,7 +296,21 @@ void comm_core::abort(const std::string& reason) {
 void comm_core::revoke(const std::string& reason) {
   if (finalized_.load())
     return;
-  engine_->post_revoke(init_.rank, reason);
+  // The supervisor performs it. Bounded: when CAF's workers cannot run it
+  // within revoke_answer (or its clock is a test's), this thread posts the
+  // revoke itself, so revoked() holds when revoke() returns either way.
+  bool done = false;
+  if (supervisor_ && !init_.simulated_time) {
+    caf::scoped_actor self{*init_.system};
+    self->request(supervisor_, revoke_answer, revoke_atom::value, reason)
+      .receive([&](bool) { done = true; },
+               [this](caf::error& e) {
+                 MCCL_LOG(warn, "rank " << init_.rank << ": the supervisor did not take the revoke ("
+                                        << caf::to_string(e) << "); revoking without it");
+               });
+  }
+  if (!done)
+    engine_->post_revoke(init_.rank, reason);
   kick(); // begins here unless a thread leads (which begins it within its pass)
 }
 
@@ -449,6 +465,41 @@ void comm_core::on_abort(std::function<void(const error&)> cb) {
 void comm_core::link_lost(int peer, const std::string& why) {
   if (supervisor_)
     caf::anon_send(supervisor_, link_lost_atom::value, peer, why);
+}
+
+void comm_core::peer_failed(int peer, errc code, const std::string& why) {
+  // To the peer's link actor, which exits with it; its supervisor revokes
+  // (supervisor_actor.hpp). Without one (finalized), the engine revokes
+  // by itself after supervisor_window.
+  if (peer >= 0 && peer < static_cast<int>(links_.size()) && links_[static_cast<std::size_t>(peer)])
+    caf::anon_send(links_[static_cast<std::size_t>(peer)], peer_failed_atom::value, code, why);
+}
+
+void comm_core::announce_members(uint64_t epoch, std::vector<int> members) {
+  if (finalized_.load())
+    return;
+  bool answered = false;
+  if (supervisor_ && !init_.simulated_time) {
+    caf::scoped_actor self{*init_.system};
+    self->request(supervisor_, revoke_answer, members_atom::value, epoch, members)
+      .receive([&](bool) { answered = true; },
+               [this](caf::error& e) {
+                 MCCL_LOG(warn, "rank " << init_.rank << ": the supervisor did not take the membership ("
+                                        << caf::to_string(e) << "); kept without it");
+               });
+  }
+  if (!answered)
+    set_members({epoch, std::move(members)});
+}
+
+comm_core::membership comm_core::members() const {
+  std::lock_guard<std::mutex> guard{members_mutex_};
+  return members_;
+}
+
+void comm_core::set_members(membership m) {
+  std::lock_guard<std::mutex> guard{members_mutex_};
+  members_ = std::move(m);
 }
 
 } // namespace mccl::actors

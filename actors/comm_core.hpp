@@ -97,6 +97,25 @@ public:
   void revoke(const std::string& reason);
   /// This rank knows the communicator is revoked.
   bool revoked() const { return engine_->revoked(); }
+  /// Link actors whose exit with an error the supervisor handled (a lost
+  /// member it revoked the communicator for).
+  uint64_t links_exited() const noexcept { return links_exited_.load(); }
+  /// The supervisor's: one more link exit handled.
+  void count_link_exit() noexcept { links_exited_.fetch_add(1); }
+  /// The membership the supervisor knows (members_atom): the epoch, and by
+  /// rank the member's rank in the communicator this one was made from.
+  struct membership {
+    uint64_t epoch = 0;
+    std::vector<int> members;
+  };
+  membership members() const;
+  /// The supervisor's: the membership is now `m`.
+  void set_members(membership m);
+  /// A membership change decided that this communicator is the group
+  /// `members` at `epoch`: told to the supervisor (members_atom), which
+  /// keeps it. Bounded: when CAF's workers cannot run the supervisor
+  /// within half a second (or its clock is a test's), kept here directly.
+  void announce_members(uint64_t epoch, std::vector<int> members);
   /// "revoked by rank R: reason", once revoked().
   std::string why_revoked() const { return engine_->why_revoked(); }
   /// Fails what is in flight, says BYE (writing what is queued for up to
@@ -166,6 +185,7 @@ private:
   void needs_driver(driver_kind who) override;
   void aborted(errc code, const std::string& why, int origin) override;
   void link_lost(int peer, const std::string& why) override;
+  void peer_failed(int peer, errc code, const std::string& why) override;
 
   comm_core_init init_;
   std::shared_ptr<flight_recorder> flight_;
@@ -201,6 +221,9 @@ private:
   std::optional<error> aborted_with_;
   std::mutex finalize_mutex_;
   std::atomic<bool> finalized_{false};
+  std::atomic<uint64_t> links_exited_{0};
+  mutable std::mutex members_mutex_;
+  membership members_;
 };
 
 } // namespace mccl::actors

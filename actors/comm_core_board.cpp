@@ -113,8 +113,8 @@ board_outcome comm_core::revoke_verdict_on_board(const op_request& op, uint64_t 
   // (collectives/engine/engine_revoke.cpp has the rule).
   if (every_rank_contributes(op.kind))
     engine_->note_completed(seq);
-  if (!engine_->revoked())
-    return {};
+  if (!engine_->revoked() || engine_->revoked_for_lost_member())
+    return {}; // a lost member's revoke agrees on no point: what completed stands
   // The engine agrees within the liveness window; a second more covers the
   // watchdog's tick that ends it.
   auto misses = init_.cfg.heartbeat_misses;

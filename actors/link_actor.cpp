@@ -27,6 +27,14 @@ bool stop(link_self self) {
   return true;
 }
 
+/// The engine found the peer lost: the link exits with why, and its
+/// supervisor revokes the communicator (supervisor_actor.hpp).
+void lost_for_good(link_self self, errc code, std::string why) {
+  if (self->state.init.resumer)
+    self->state.init.resumer->cancel(self->state.init.peer);
+  self->quit(to_caf_error(error(code, std::move(why))));
+}
+
 link_handle::behavior_type connected(link_self self) {
   return {
     [self](tick_atom) {
@@ -52,6 +60,7 @@ link_handle::behavior_type connected(link_self self) {
         conn->close(); // nothing asked for it any more
     },
     [self](aborted_atom) { self->become(closed(self)); },
+    [self](peer_failed_atom, errc code, std::string& why) { lost_for_good(self, code, std::move(why)); },
     [self](shutdown_atom) { return stop(self); },
   };
 }
@@ -74,7 +83,7 @@ link_handle::behavior_type resuming(link_self self) {
       }
       if (!conn) {
         // The peer is lost for good: the link exits with why, and its
-        // supervisor tells the engine (supervisor_actor.hpp).
+        // supervisor revokes the communicator (supervisor_actor.hpp).
         self->quit(to_caf_error(error(errc::peer_lost, "not re-established within MCCL_RECONNECT_MS="
                                                          + std::to_string(self->state.init.reconnect.count())
                                                          + " (" + why + ")")));
@@ -89,6 +98,7 @@ link_handle::behavior_type resuming(link_self self) {
         self->state.init.resumer->cancel(self->state.init.peer);
       self->become(closed(self));
     },
+    [self](peer_failed_atom, errc code, std::string& why) { lost_for_good(self, code, std::move(why)); },
     [self](shutdown_atom) { return stop(self); },
   };
 }
@@ -102,6 +112,8 @@ link_handle::behavior_type closed(link_self self) {
         conn->close();
     },
     [](aborted_atom) {},
+    // Aborted already: nothing is left for a revoke to end.
+    [](peer_failed_atom, errc, const std::string&) {},
     [self](shutdown_atom) { return stop(self); },
   };
 }

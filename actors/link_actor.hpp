@@ -5,6 +5,8 @@
 ///   connected --link lost--> resuming --resumed--> connected
 ///       |                        |  (aborted)          (not resumed:
 ///       +------- aborted --------+------> closed        exits with why)
+///       |                        |
+///       +---- peer failed -------+----> exits with the engine's finding
 ///
 /// - connected: every half heartbeat interval it runs a pass of the engine
 ///   if no thread leads it: an idle communicator still sends heartbeats,
@@ -12,10 +14,14 @@
 /// - resuming: the connection was lost and MCCL_RECONNECT_MS allows it to
 ///   be re-established: the resumer (transport/connection.hpp) dials or
 ///   accepts a new one, which goes to the engine's channel; when the
-///   window ends without one, the actor exits with the reason and its
-///   supervisor (supervisor_actor.hpp) reports the loss to the engine;
+///   window ends without one, the actor exits with the reason;
+/// - peer failed (connected or resuming): the engine found the peer lost
+///   for good (reset, EOF, a protocol error, CRC recovery that gave up,
+///   the liveness verdict) and says so; the actor exits with that error;
 /// - closed: the communicator aborted; nothing is re-established.
 ///
+/// Whenever the actor exits with an error, its supervisor
+/// (supervisor_actor.hpp) revokes the communicator for the lost member.
 /// Reading, writing and judging the peer is the engine's; the link actor
 /// only decides when to look and what to do about a lost connection.
 

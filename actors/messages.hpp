@@ -7,16 +7,20 @@
 /// below.
 ///
 ///   supervisor (one per communicator, supervisor_actor.hpp): linked to
-///     the link actors; a link that exits with an error is a lost peer,
-///     reported to the engine, which fails its ops and aborts; monitors
-///     the op actors, and aborts when one dies with an error; hears of
-///     aborts and lost connections and tells the links; ends the
-///     communicator's actors at finalize;
+///     the link actors; a link that exits with an error is a lost member,
+///     and the supervisor revokes the communicator: the ops in flight fail
+///     naming the peer, and every peer's communicator is revoked too;
+///     performs the revokes the API asks for and keeps the membership
+///     (epoch, members) membership changes tell it; monitors the op
+///     actors, and aborts when one dies with an error; hears of aborts and
+///     lost connections and tells the links; ends the communicator's
+///     actors at finalize;
 ///   progress (one per communicator, progress_actor.hpp): drives the
 ///     engine on CAF workers when no thread does;
 ///   link (one per peer, link_actor.hpp): the connection's lifecycle:
 ///     heartbeats while idle, re-establishing a lost connection, exiting
-///     with the reason when it cannot;
+///     with the reason when it cannot or when the engine found its peer
+///     lost;
 ///   watchdog (one per runtime, watchdog_actor.hpp): the clock of op
 ///     deadlines and liveness verdicts.
 
@@ -31,6 +35,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mccl::actors {
 
@@ -46,6 +51,9 @@ using watch_atom = caf::atom_constant<caf::atom("watch")>;        // communicato
 using unwatch_atom = caf::atom_constant<caf::atom("unwatch")>;    // communicator -> watchdog
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;  // finalize
 using supervise_atom = caf::atom_constant<caf::atom("supervise")>; // op actors -> supervisor
+using peer_failed_atom = caf::atom_constant<caf::atom("peerfail")>; // engine -> link
+using revoke_atom = caf::atom_constant<caf::atom("revoke")>;        // communicator -> supervisor
+using members_atom = caf::atom_constant<caf::atom("members")>;      // membership change -> supervisor
 
 /// The communicator whose engine an actor serves; actors hold it weakly,
 /// so a finalized communicator is never kept alive by its actors.
@@ -59,6 +67,10 @@ using link_handle = caf::typed_actor<
   caf::reacts_to<resumed_atom, transport::connection_ptr, std::string>,
   /// The communicator aborted: nothing is resumed any more.
   caf::reacts_to<aborted_atom>,
+  /// The engine found the peer lost for good (reset, EOF, a protocol
+  /// error, CRC recovery that gave up, the liveness verdict): the link
+  /// exits with that error (to_caf_error), and its supervisor revokes.
+  caf::reacts_to<peer_failed_atom, errc, std::string>,
   caf::replies_to<shutdown_atom>::with<bool>>;
 
 using progress_handle = caf::typed_actor<
@@ -78,6 +90,14 @@ using supervisor_handle = caf::typed_actor<
   caf::reacts_to<aborted_atom, errc, std::string, int>,
   /// The engine lost the connection to a peer (to be resumed).
   caf::reacts_to<link_lost_atom, int, std::string>,
+  /// Revoke the communicator (communicator::revoke), with the caller's
+  /// reason: the supervisor posts it to the engine; once it answers,
+  /// revoked() holds.
+  caf::replies_to<revoke_atom, std::string>::with<bool>,
+  /// A membership change decided: this communicator is the group at
+  /// `epoch` and, by rank, its members' ranks in the communicator it was
+  /// made from. False (and nothing changes) for the epoch it has already.
+  caf::replies_to<members_atom, uint64_t, std::vector<int>>::with<bool>,
   /// Finalize: the link actors stop, then the progress actor, then the
   /// supervisor.
   caf::replies_to<shutdown_atom>::with<bool>>;

@@ -1,6 +1,7 @@
 #include "actors/supervisor_actor.hpp"
 
 #include "actors/comm_core.hpp"
+#include "collectives/observability/metrics_registry.hpp"
 #include "config/log.hpp"
 #include <mccl/comm_actor.hpp>
 
@@ -18,6 +19,11 @@ struct supervisor_state {
   core_ref core;
   std::vector<link_handle> links; ///< by peer; null at this rank and once exited
   progress_handle progress;
+  /// The membership (members_atom): the epoch, and by rank the member's
+  /// rank in the communicator this one was made from (at creation: 0 and
+  /// the ranks themselves).
+  uint64_t epoch = 0;
+  std::vector<int> members;
   static inline const char* name = "mccl.supervisor";
 };
 
@@ -31,8 +37,12 @@ int peer_of(const supervisor_state& st, const caf::actor_addr& who) {
   return -1;
 }
 
-/// A link exited. With an error, its peer is lost: the engine hears it
-/// (and fails and aborts); a normal exit (or user_shutdown) is finalize's.
+/// A link exited. With an error, its peer is a lost member, and the
+/// supervisor revokes the communicator: the engine fails every op in flight
+/// naming the peer (with its own finding when it made one: the link exited
+/// because the engine said so) and sends every peer an ABORT that revokes
+/// the communicator there too. A normal exit (or user_shutdown) is
+/// finalize's.
 void on_link_exit(supervisor_self self, caf::exit_msg& msg) {
   auto& st = self->state;
   int peer = peer_of(st, msg.source);
@@ -44,19 +54,21 @@ void on_link_exit(supervisor_self self, caf::exit_msg& msg) {
   auto core = st.core.lock();
   if (!core)
     return;
+  // An mccl error: the engine's finding, or a connection not re-established
+  // (the channel, waiting in "resuming", fails with why). Anything else (an
+  // exception in a handler, a kill): the peer can no longer be kept alive.
   auto lost = mccl::from_caf_error(msg.reason);
-  if (lost && lost->code() == errc::peer_lost) {
-    // Its connection was not re-established: the channel, waiting in
-    // "resuming", fails with why and names the peer.
-    core->eng().post_resume(peer, nullptr, lost->message());
-  } else {
-    // The link failed otherwise (an exception in a handler, a kill): the
-    // peer can no longer be kept alive, so the communicator ends.
-    core->eng().post_abort(errc::peer_lost,
-                           "the link actor of rank " + std::to_string(core->rank()) + " to rank "
-                             + std::to_string(peer) + " exited: " + mccl::describe(msg.reason),
-                           core->rank());
-  }
+  auto code = lost ? lost->code() : errc::peer_lost;
+  auto why = lost ? lost->message()
+                  : "the link actor of rank " + std::to_string(core->rank()) + " to rank " + std::to_string(peer)
+                      + " exited: " + mccl::describe(msg.reason);
+  core->count_link_exit();
+  metrics_registry::count_lost_link();
+  int member = peer < static_cast<int>(st.members.size()) ? st.members[static_cast<std::size_t>(peer)] : peer;
+  MCCL_LOG(warn, "rank " << core->rank() << ": supervisor of communicator " << core->init().comm_id << " (epoch "
+                         << st.epoch << "): the link to rank " << peer << " (member " << member
+                         << ") exited; revoking the communicator: " << why);
+  core->eng().post_member_lost(peer, code, std::move(why));
   core->kick();
 }
 
@@ -112,6 +124,10 @@ supervisor_handle::behavior_type supervisor_actor(supervisor_self self, core_ref
   st.core = std::move(core);
   st.links = std::move(links);
   st.progress = std::move(progress);
+  for (std::size_t r = 0; r < st.links.size(); ++r)
+    st.members.push_back(static_cast<int>(r));
+  if (auto c = st.core.lock())
+    c->set_members({st.epoch, st.members});
   for (auto& l : st.links)
     if (l)
       self->link_to(l);
@@ -129,6 +145,28 @@ supervisor_handle::behavior_type supervisor_actor(supervisor_self self, core_ref
       auto& links = self->state.links;
       if (peer >= 0 && peer < static_cast<int>(links.size()) && links[static_cast<std::size_t>(peer)])
         self->send(links[static_cast<std::size_t>(peer)], link_lost_atom::value, std::move(why));
+    },
+    [self](revoke_atom, std::string& reason) {
+      // revoked() holds once post_revoke returns; the caller's thread
+      // (or the next pass of whoever leads) begins the agreement.
+      if (auto core = self->state.core.lock()) {
+        MCCL_LOG(info, "rank " << core->rank() << ": supervisor of communicator " << core->init().comm_id
+                               << " (epoch " << self->state.epoch << ") revokes it: " << reason);
+        core->eng().post_revoke(core->rank(), std::move(reason));
+      }
+      return true;
+    },
+    [self](members_atom, uint64_t epoch, std::vector<int>& members) {
+      auto& st = self->state;
+      auto core = st.core.lock();
+      if (!core || epoch == st.epoch || members.size() != static_cast<std::size_t>(core->world()))
+        return false;
+      st.epoch = epoch;
+      st.members = std::move(members);
+      MCCL_LOG(info, "rank " << core->rank() << ": communicator " << core->init().comm_id << " is epoch " << epoch
+                             << " of its group (" << st.members.size() << " members)");
+      core->set_members({st.epoch, st.members});
+      return true;
     },
     [self](shutdown_atom) -> caf::typed_response_promise<bool> {
       auto rp = self->make_response_promise<bool>();

@@ -108,7 +108,7 @@ void channel::queue_control(wire::frame_kind kind, uint32_t aux, std::vector<uin
   txq_.push_back(std::move(item));
 }
 
-void channel::abort(int origin, errc code, const std::string& reason, uint64_t revoke_point) {
+void channel::abort(int origin, errc code, const std::string& reason, uint64_t revoke_point, bool revokes) {
   if (aborted_ || state_ == state::closed)
     return;
   aborted_ = true;
@@ -118,7 +118,8 @@ void channel::abort(int origin, errc code, const std::string& reason, uint64_t r
   // connection that had taken bytes of the dropped frames (single copy)
   // fails instead of sending them.
   if (conn_)
-    conn_->release_buffers({origin, static_cast<uint32_t>(code), reason, revoke_point});
+    conn_->release_buffers({origin, static_cast<uint32_t>(code) | (revokes ? wire::abort_revokes : 0u), reason,
+                            revoke_point});
   if (!txq_.empty()) {
     std::deque<tx_item> kept;
     if (txq_.front().written > 0) {
@@ -159,7 +160,7 @@ void channel::abort(int origin, errc code, const std::string& reason, uint64_t r
   // kind of failure (a desync stays a desync everywhere); a revoke's point
   // in the seq field.
   queue_control(wire::frame_kind::abort, static_cast<uint32_t>(origin), wire::encode_text(reason), revoke_point,
-                static_cast<uint32_t>(code));
+                static_cast<uint32_t>(code) | (revokes ? wire::abort_revokes : 0u));
 }
 
 void channel::send_bye(uint64_t issued) {
@@ -435,7 +436,8 @@ void channel::peer_aborted(int origin, uint32_t code, const std::string& reason,
   record("peer_abort", nullptr, "rank " + std::to_string(origin) + " aborted the communicator: " + reason);
   wire::frame_header h;
   h.step = code;
-  listener_.on_peer_abort(opts_.peer, origin, wire::abort_code(h), reason, revoke_point);
+  listener_.on_peer_abort(opts_.peer, origin, wire::abort_code(h), reason, revoke_point,
+                          wire::abort_revokes_comm(h));
 }
 
 void channel::on_data(received_frame f) {

@@ -67,8 +67,9 @@ public:
   virtual void on_sent(int peer, const frame_ref& ref) = 0;
   /// The peer's ABORT frame: rank `origin` aborted the communicator; at
   /// the end of a revoke (code revoked) with the revoke point it agreed.
+  /// `revokes`: the abort revokes the communicator (a member was lost).
   virtual void on_peer_abort(int peer, int origin, errc code, const std::string& reason,
-                             uint64_t revoke_point) = 0;
+                             uint64_t revoke_point, bool revokes) = 0;
   /// The peer's BYE: it finalized after issuing `issued` collectives; every
   /// byte it sent came before. The channel is closed.
   virtual void on_peer_bye(int peer, uint64_t issued) = 0;
@@ -142,8 +143,9 @@ public:
   /// any op's memory. Then queues an ABORT frame: rank `origin` aborted
   /// with `code` because `reason` (ending a revoke: `revoke_point` is the
   /// point this rank agreed). Data frames are neither sent nor delivered
-  /// any more.
-  void abort(int origin, errc code, const std::string& reason, uint64_t revoke_point = 0);
+  /// any more. `revokes`: the abort revokes the communicator (a lost
+  /// member), and peers that read it mark it revoked (wire::abort_revokes).
+  void abort(int origin, errc code, const std::string& reason, uint64_t revoke_point = 0, bool revokes = false);
   /// Queues BYE: this rank issued `issued` collectives and finalizes. From
   /// then on the connection closing is no loss (the peer closes when it
   /// reads our BYE, without answering it).

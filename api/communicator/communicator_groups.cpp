@@ -255,6 +255,11 @@ communicator communicator::shrink(const std::vector<int>& excluded) {
                             + "; the shrink failed on every survivor: call shrink again, excluding the lost "
                               "rank too");
   }
+  std::vector<int> members; // by new rank: the rank here
+  for (int r = 0; r < p.world; ++r)
+    if (!gone[r])
+      members.push_back(r);
+  detail::membership_decided(*sub.impl_, p.core->members().epoch + 1, std::move(members));
   return sub;
 }
 

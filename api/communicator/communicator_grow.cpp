@@ -21,7 +21,7 @@ namespace {
 /// perhaps exits, taking the store with it) while others still meet there.
 /// `from`: the communicator an old rank grows (null for a newcomer).
 communicator meet_grown(const std::shared_ptr<runtime::impl>& rt, const comm_options& o, bool sub,
-                        const communicator::impl* from) {
+                        const communicator::impl* from, const detail::grow_ticket& t) {
   auto c = detail::make_communicator(rt, o, sub, 0, true);
   detail::membership_fault_point(from, *detail::communicator_factory::impl_of(c),
                                  transport::membership_change::grow);
@@ -38,6 +38,11 @@ communicator meet_grown(const std::shared_ptr<runtime::impl>& rt, const comm_opt
                               "make a new handle (grow_handle) and grow again (after a shrink, when an old "
                               "rank was lost)");
   }
+  // The old ranks keep theirs; newcomers had none.
+  std::vector<int> members(static_cast<std::size_t>(t.new_size), -1);
+  for (int r = 0; r < t.old_size && r < t.new_size; ++r)
+    members[static_cast<std::size_t>(r)] = r;
+  detail::membership_decided(*detail::communicator_factory::impl_of(c), t.epoch, std::move(members));
   return c;
 }
 
@@ -82,7 +87,7 @@ communicator communicator::grow(const std::string& handle) {
   o.store = detail::standby_client(t.store, p.rank, p.cfg.connect_timeout, "rank 0");
   MCCL_LOG(info, who << ": communicator " << p.comm_id << " grows from " << p.world << " to " << t.new_size
                      << " ranks -> communicator " << o.comm_id);
-  return meet_grown(p.rt, o, true, &p);
+  return meet_grown(p.rt, o, true, &p, t);
 }
 
 communicator runtime::join(const std::string& handle, int rank, const config_overrides& overrides) {
@@ -120,7 +125,7 @@ communicator runtime::join(const std::string& handle, int rank, const config_ove
   o.rank = rank;
   MCCL_LOG(info, "join: communicator " << t.comm << " grows from " << t.old_size << " to " << t.new_size
                                        << " ranks -> communicator " << o.comm_id << ", rank " << rank);
-  return meet_grown(impl_, o, false, nullptr);
+  return meet_grown(impl_, o, false, nullptr, t);
 }
 
 } // namespace mccl

@@ -120,6 +120,12 @@ communicator make_communicator(const std::shared_ptr<runtime::impl>& rt, const c
 void membership_fault_point(const communicator::impl* from, communicator::impl& built,
                             transport::membership_change change);
 
+/// A membership change is decided (every member confirmed `built`): its
+/// supervisor learns that the group is now `members` (by rank, the rank
+/// each had in the communicator the change was called on; -1: a newcomer,
+/// or not known here) at `epoch` (comm_core::announce_members).
+void membership_decided(communicator::impl& built, uint64_t epoch, std::vector<int> members);
+
 /// The id of a communicator derived from `parent`: every member computes
 /// the same one from values they all agree on, and it differs from the
 /// parent's, so frames and store keys never mix.

@@ -206,6 +206,12 @@ communicator reconfigure_member(const std::shared_ptr<runtime::impl>& rt, const 
     throw not_committed(errc::aborted, decision.substr(std::min<std::size_t>(decision.size(), 6)));
   }
   MCCL_LOG(info, who << ": committed communicator " << o.comm_id << ", rank " << rank << " of " << o.world_size);
+  // A member knows its own old rank only; the epoch is the commit's.
+  std::vector<int> old_ranks(static_cast<std::size_t>(o.world_size), -1);
+  if (from)
+    old_ranks[static_cast<std::size_t>(rank)] = from->rank;
+  detail::membership_decided(*detail::communicator_factory::impl_of(next), fnv1a(uuid + " " + ids),
+                             std::move(old_ranks));
   return next;
 }
 

@@ -1,6 +1,7 @@
-// The point inside shrink, grow and reconfigure where a fault scenario's
+// The points inside shrink, grow and reconfigure where a fault scenario's
 // rank faults "during" that change fire (include/mccl/faults.hpp,
-// membership_change; transport/fault/rank_faults.hpp carries them out).
+// membership_change; transport/fault/rank_faults.hpp carries them out),
+// and where the change, decided, reaches the new communicator's supervisor.
 
 #include "api/communicator/communicator_impl.hpp"
 #include "transport/fault/rank_faults.hpp"
@@ -22,6 +23,11 @@ void membership_fault_point(const communicator::impl* from, communicator::impl& 
   // written where it goes (MCCL_FAULTS_REPORT, the rank and its id).
   auto* report = built.fault_report ? built.fault_report.get() : from ? from->fault_report.get() : nullptr;
   transport::fire_membership_faults(*scenario, change, built.job_rank, report);
+}
+
+void membership_decided(communicator::impl& built, uint64_t epoch, std::vector<int> members) {
+  if (built.core)
+    built.core->announce_members(epoch, std::move(members));
 }
 
 } // namespace mccl::detail

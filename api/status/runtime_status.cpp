@@ -27,7 +27,9 @@ std::string host_name() {
 }
 
 /// {"rank", "pid", "host", "communicators": [{"comm_id", "rank", "size",
-/// "answered", "ops": [{"op", "seq", "algorithm", "where", "running_ms"}]}]}
+/// "epoch", "members", "revoked", "answered", "ops": [{"op", "seq",
+/// "algorithm", "where", "running_ms"}]}]}; epoch and members as the
+/// communicator's supervisor keeps them.
 std::string status_json(runtime::impl& rt, int rank) {
   std::vector<std::shared_ptr<communicator::impl>> comms;
   {
@@ -48,6 +50,10 @@ std::string status_json(runtime::impl& rt, int rank) {
     comm["comm_id"] = c->comm_id;
     comm["rank"] = c->rank;
     comm["size"] = c->world;
+    auto members = c->core->members();
+    comm["epoch"] = members.epoch;
+    comm["members"] = members.members;
+    comm["revoked"] = c->core->revoked();
     std::vector<engine::op_status> ops;
     bool answered = c->core->status(ops, engine_answer);
     comm["answered"] = answered;

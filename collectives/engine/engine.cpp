@@ -17,11 +17,11 @@ namespace mccl {
 
 /// Work posted by any thread for the leader.
 struct engine::command {
-  enum class kind : uint8_t { start, abort, revoke, resume, task } what = kind::start;
+  enum class kind : uint8_t { start, abort, revoke, resume, member_lost, task } what = kind::start;
   op_ptr op;
   errc code = errc::none;
   std::string text;
-  int peer = -1; ///< resume: the peer; abort, revoke: the origin
+  int peer = -1; ///< resume, member_lost: the peer; abort, revoke: the origin
   transport::connection_ptr conn;
   std::function<void()> task;
 };
@@ -147,6 +147,15 @@ void engine::post_resume(int peer, transport::connection_ptr conn, std::string w
   c.what = command::kind::resume;
   c.peer = peer;
   c.conn = std::move(conn);
+  c.text = std::move(why);
+  push(std::move(c));
+}
+
+void engine::post_member_lost(int peer, errc code, std::string why) {
+  command c;
+  c.what = command::kind::member_lost;
+  c.peer = peer;
+  c.code = code;
   c.text = std::move(why);
   push(std::move(c));
 }
@@ -361,9 +370,20 @@ bool engine::end_of_pass(clock::time_point now) {
   bool moved = false;
   if (pending_loss_peer_ >= 0 && now >= pending_loss_at_ + loss_grace) {
     // No ABORT explained the loss in time: this rank reports it itself.
+    auto peer = pending_loss_peer_;
     auto why = pending_loss_why_;
     pending_loss_peer_ = -1;
-    abort(errc::peer_lost, why, opts_.rank);
+    found_lost(peer, errc::peer_lost, why);
+    settle();
+    moved = true;
+  }
+  if (lost_.peer >= 0 && now >= lost_.due) {
+    // The supervisor did not answer (CAF's workers are busy or gone): the
+    // ops waiting on the peer fail all the same, from whoever drives.
+    MCCL_LOG(warn, "rank " << opts_.rank << ": the supervisor of communicator " << opts_.comm_id
+                           << " did not revoke it within " << supervisor_window.count() << " ms of losing rank "
+                           << lost_.peer << "; revoking without it");
+    member_lost(lost_.peer, lost_.code, lost_.text);
     settle();
     moved = true;
   }
@@ -447,6 +467,9 @@ void engine::drain_inbox() {
         }
         break;
       }
+      case command::kind::member_lost:
+        member_lost(c.peer, c.code, c.text);
+        break;
       case command::kind::task:
         tasks_.push_back(std::move(c.task));
         break;
@@ -457,7 +480,8 @@ void engine::drain_inbox() {
 }
 
 engine::clock::time_point engine::grace_due(leadership&) const {
-  return pending_loss_peer_ >= 0 ? pending_loss_at_ + loss_grace : clock::time_point::max();
+  auto due = pending_loss_peer_ >= 0 ? pending_loss_at_ + loss_grace : clock::time_point::max();
+  return lost_.peer >= 0 ? std::min(due, lost_.due) : due;
 }
 
 engine::clock::time_point engine::next_due(leadership& l) const {

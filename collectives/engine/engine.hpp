@@ -71,6 +71,13 @@ bool every_rank_contributes(op_kind k) noexcept;
 /// before its ABORT, or the first rank's, reaches us over another socket.
 constexpr auto loss_grace = std::chrono::milliseconds(100);
 
+/// How long a lost peer, reported to its link actor (engine_listener::
+/// peer_failed), waits for the supervisor's revoke (post_member_lost)
+/// before the engine revokes by itself: the supervisor answers within a
+/// millisecond unless CAF's workers cannot run it, and the ops waiting on
+/// the peer must still fail, promptly, through whoever drives the engine.
+constexpr auto supervisor_window = std::chrono::milliseconds(200);
+
 /// What the engine tells the communicator's control plane. Called on the
 /// thread that leads (or just let go); must only signal, never block or
 /// call back into the engine.
@@ -85,6 +92,12 @@ public:
   /// The connection to `peer` was lost and waits to be re-established
   /// (MCCL_RECONNECT_MS): answer with post_resume().
   virtual void link_lost(int peer, const std::string& why) = 0;
+  /// The engine found `peer` lost for good (reset, EOF, a protocol error,
+  /// CRC recovery that gave up, a silent peer): `code` and `why`, the text
+  /// the ops waiting on it will fail with. revoked() holds already; the
+  /// ops fail once the supervisor revokes (post_member_lost()), or after
+  /// supervisor_window without it.
+  virtual void peer_failed(int peer, errc code, const std::string& why) = 0;
 };
 
 struct engine_options {
@@ -137,6 +150,12 @@ public:
   /// The link actor's answer to link_lost(): the new connection, or null
   /// and why it could not be re-established.
   void post_resume(int peer, transport::connection_ptr conn, std::string why);
+  /// The supervisor's decision on a link that exited with `code` and `why`:
+  /// the member `peer` is lost and the communicator is revoked. Every op in
+  /// flight fails (naming the peer: with the engine's finding if it made
+  /// one, else with `why`) and every peer gets an ABORT that revokes it on
+  /// that rank too. A link still being re-established fails with `why`.
+  void post_member_lost(int peer, errc code, std::string why);
   /// Check op deadlines (MCCL_TIMEOUT_MS) and peers' silence
   /// (MCCL_HEARTBEAT_MS x MCCL_HEARTBEAT_MISSES) at the next pass.
   void post_check();
@@ -158,6 +177,9 @@ public:
   bool revoked() const noexcept { return revoked_.load(); }
   /// "revoked by rank R: reason", once revoked().
   std::string why_revoked() const;
+  /// The revoke is a lost member's (the supervisor's, or a peer's ABORT
+  /// that revokes): no revoke point is agreed; what completed stands.
+  bool revoked_for_lost_member() const noexcept { return revoked_lost_.load(); }
   /// A collective with sequence number `seq` completed on this rank outside
   /// the engine (the host board): it counts toward this rank's revoke point.
   void note_completed(uint64_t seq) noexcept;
@@ -266,7 +288,8 @@ private:
   /// Hands a frame to its op, or keeps it for an op not started yet.
   void route(transport::received_frame f);
   void on_sent(int peer, const transport::frame_ref& ref) override;
-  void on_peer_abort(int peer, int origin, errc code, const std::string& reason, uint64_t revoke_point) override;
+  void on_peer_abort(int peer, int origin, errc code, const std::string& reason, uint64_t revoke_point,
+                     bool revokes) override;
   void on_peer_bye(int peer, uint64_t issued) override;
   void on_down(int peer, transport::down_kind kind, errc code, const std::string& why) override;
   void on_fatal(int peer, errc code, const std::string& why) override;
@@ -292,6 +315,18 @@ private:
   /// While revoking: `peer` finished its part earlier, so its link going
   /// down is expected.
   bool revoking_without(int peer) const;
+  /// Marks the communicator revoked by `origin` for `reason` (any thread
+  /// reads revoked() true from now on), unless it is already.
+  void mark_revoked(int origin, const std::string& reason, bool lost_member = false);
+  /// A lost member found here: the communicator is revoked at once, the
+  /// peer's link actor hears of it, and the ops fail when the supervisor
+  /// answers (member_lost()) or supervisor_window ends. `text`: what the
+  /// ops fail with; `silent`: the watchdog's verdict, whose channel is
+  /// failed with `silent_why` after the ABORT went out on it.
+  void found_lost(int peer, errc code, const std::string& text, bool silent = false,
+                  const std::string& silent_why = {});
+  /// The supervisor's revoke for the lost `peer` (or supervisor_window ended).
+  void member_lost(int peer, errc code, const std::string& why);
   /// An abort (other than the revoke's own) while completions are held:
   /// they fail with it.
   void drop_held_for_revoke(errc code, const std::string& why);
@@ -347,7 +382,10 @@ private:
   /// Ends the ops that reported: aborts first when one failed, then
   /// forgets them and queues their completions.
   void settle();
-  void abort(errc code, const std::string& why, int origin, const std::string& wire_text = {});
+  /// `revokes`: the ABORT revokes the communicator on the peers that read
+  /// it (a lost member; wire::abort_revokes).
+  void abort(errc code, const std::string& why, int origin, const std::string& wire_text = {},
+             bool revokes = false);
   void check_health();
   /// Aborts when more than 2 GiB wait for ops not started or receives not
   /// posted (ranks issuing different ops).
@@ -422,6 +460,7 @@ private:
 
   // Revoking: what any thread reads (under closed_mutex_: the texts).
   std::atomic<bool> revoked_{false};
+  std::atomic<bool> revoked_lost_{false}; ///< revoked_ was set for a lost member
   std::atomic<bool> revoke_decided_{false};
   std::atomic<uint64_t> revoke_point_{0};
   /// 1 + the highest sequence number of a collective that needs every
@@ -448,6 +487,19 @@ private:
   std::string abort_reason_;
   bool shut_down_ = false;
   std::map<int, uint64_t> departed_; ///< peers that said BYE: collectives they issued
+  /// A lost member reported to its link actor, awaiting the supervisor's
+  /// revoke (peer -1: none).
+  struct lost_member {
+    int peer = -1;
+    errc code = errc::none;
+    std::string text;       ///< what the ops fail with
+    bool silent = false;    ///< the watchdog's verdict: its channel fails after the ABORT
+    std::string silent_why;
+    clock::time_point due{}; ///< the engine revokes by itself then
+  } lost_;
+  /// The supervisor decided on `peer` before the engine found it lost (a
+  /// link not re-established): the finding revokes at once.
+  int decided_lost_ = -1;
   int pending_loss_peer_ = -1;       ///< a lost peer waiting for an ABORT that explains it
   std::string pending_loss_why_;
   clock::time_point pending_loss_at_;

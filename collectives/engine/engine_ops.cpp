@@ -120,9 +120,17 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
   // them came before its BYE); later ops cannot involve it. Its
   // point-to-point messages may still wait here to be received.
   for (const auto& [peer, issued] : departed_)
-    if ((!p2p && op->seq >= issued) || (op->kind == op_kind::send && op->root == peer))
-      return refuse(op, errc::peer_lost, "rank " + std::to_string(peer) + " has already finalized (after issuing "
-                                           + std::to_string(issued) + " op(s))");
+    if ((!p2p && op->seq >= issued) || (op->kind == op_kind::send && op->root == peer)) {
+      auto why = "rank " + std::to_string(peer) + " has already finalized (after issuing " + std::to_string(issued)
+                 + " op(s))";
+      refuse(op, errc::peer_lost, why);
+      // A collective without it never completes: the member is lost to the
+      // group, and the supervisor revokes (revoked() holds before the
+      // refusal completes, when the leader lets go).
+      if (!p2p)
+        found_lost(peer, errc::peer_lost, "lost rank " + std::to_string(peer) + ": " + why);
+      return;
+    }
   std::string why;
   auto [name, factory] = select_algorithm(*op, opts_.world, opts_.cfg, &why);
   if (!factory)
@@ -323,7 +331,8 @@ void engine::settle() {
     // learns why, and no channel points into any op's memory any more.
     if (op->code != errc::none && !aborted_) {
       MCCL_LOG(error, op->message);
-      abort(op->code, op->message, opts_.rank);
+      // Revoked for a lost member: the ABORT revokes the peers too.
+      abort(op->code, op->message, opts_.rank, {}, revoked_lost_.load());
     }
     auto request = op->request;
     if (op->is_p2p()) {
@@ -365,10 +374,11 @@ void engine::settle() {
   }
 }
 
-void engine::abort(errc code, const std::string& why, int origin, const std::string& wire_text) {
+void engine::abort(errc code, const std::string& why, int origin, const std::string& wire_text, bool revokes) {
   if (aborted_ || shut_down_)
     return;
   aborted_ = true;
+  lost_.peer = -1; // whatever the supervisor answers, every op fails now
   abort_code_ = code;
   abort_reason_ = why;
   drop_held_for_revoke(code, why);
@@ -389,7 +399,7 @@ void engine::abort(errc code, const std::string& why, int origin, const std::str
   for (auto& c : channels_)
     if (c)
       c->abort(origin, code, wire_text.empty() ? why : wire_text,
-               code == errc::revoked && revoke_decided_.load() ? revoke_point_.load() : 0);
+               code == errc::revoked && revoke_decided_.load() ? revoke_point_.load() : 0, revokes);
   queued_to_all_ = true;
   early_.clear();
   early_bytes_ = 0;
@@ -402,14 +412,19 @@ void engine::abort(errc code, const std::string& why, int origin, const std::str
   listener_.aborted(code, why, origin);
 }
 
-void engine::on_peer_abort(int peer, int origin, errc code, const std::string& reason, uint64_t revoke_point) {
+void engine::on_peer_abort(int peer, int origin, errc code, const std::string& reason, uint64_t revoke_point,
+                           bool revokes) {
   // The peer finished its part of the revoke: every frame it owed the ops
   // below the revoke point came before this ABORT. Ours go on. Its REVOKE
   // frame may never have come (an abort drops the frames not yet begun):
   // the point it agreed, the largest of all, stands in for it.
   if (code == errc::revoked && peer_done_revoking(peer, revoke_point))
     return;
-  abort(code, "rank " + std::to_string(origin) + " aborted the communicator: " + reason, origin, reason);
+  // A lost member's revoke: revoked before any op fails here, so a caller
+  // whose wait() throws sees revoked(); passed on to every peer alike.
+  if (revokes && !aborted_ && !shut_down_)
+    mark_revoked(origin, reason, true);
+  abort(code, "rank " + std::to_string(origin) + " aborted the communicator: " + reason, origin, reason, revokes);
 }
 
 void engine::on_peer_bye(int peer, uint64_t issued) {
@@ -420,26 +435,40 @@ void engine::on_peer_bye(int peer, uint64_t issued) {
   // point before its BYE (it waited for them); the revoke ends the others.
   if (peer_done_revoking(peer))
     return;
+  std::vector<std::pair<engine_op*, std::string>> doomed;
   for (auto& [id, op] : ops_) {
     if (op->reported())
       continue;
     const auto& r = *op->request;
     if (r.kind == op_kind::send && r.root == peer)
-      fail(*op, errc::peer_lost, "rank " + std::to_string(peer) + " finalized before receiving this message");
+      doomed.emplace_back(op.get(), "rank " + std::to_string(peer) + " finalized before receiving this message");
     else if (!op->is_p2p() && r.seq >= issued)
-      fail(*op, errc::peer_lost, "rank " + std::to_string(peer) + " finalized after issuing "
-                                  + std::to_string(issued)
-                                  + " collective(s); it never issued this one (do all ranks issue the same "
-                                    "collectives?)");
+      doomed.emplace_back(op.get(), "rank " + std::to_string(peer) + " finalized after issuing "
+                                      + std::to_string(issued)
+                                      + " collective(s); it never issued this one (do all ranks issue the same "
+                                        "collectives?)");
   }
   // Receives still waiting for a message from it never match.
   for (auto receiver : matchers_[peer].waiting_receivers()) {
     auto o = ops_.find(receiver);
     if (o != ops_.end() && !o->second->reported())
-      fail(*o->second, errc::peer_lost, "rank " + std::to_string(peer) + " sent no message with tag "
-                                         + std::to_string(o->second->request->tag)
-                                         + " before its link closed: it finalized");
+      doomed.emplace_back(o->second.get(), "rank " + std::to_string(peer) + " sent no message with tag "
+                                             + std::to_string(o->second->request->tag)
+                                             + " before its link closed: it finalized");
   }
+  if (doomed.empty())
+    return; // it left after everything it took part in: a finalize, not a loss
+  // Ops wait on a member that left: it is lost to them. Those ops fail at
+  // once, each saying what it missed (the peer's BYE leaves no doubt), and
+  // the abort that follows revokes the communicator on every rank
+  // (settle()); the link actor exits with the finding all the same, so the
+  // supervisor hears of it.
+  if (!aborted_ && !shut_down_) {
+    mark_revoked(opts_.rank, "lost rank " + std::to_string(peer) + ": " + doomed.front().second, true);
+    listener_.peer_failed(peer, errc::peer_lost, "lost rank " + std::to_string(peer) + ": " + doomed.front().second);
+  }
+  for (auto& [op, why] : doomed)
+    fail(*op, errc::peer_lost, why);
 }
 
 void engine::on_down(int peer, transport::down_kind kind, errc code, const std::string& why) {
@@ -451,7 +480,7 @@ void engine::on_down(int peer, transport::down_kind kind, errc code, const std::
     return; // it finished its part of the revoke and let go of its link
   auto text = "lost rank " + std::to_string(peer) + ": " + why;
   if (kind == transport::down_kind::error) {
-    abort(code, text, opts_.rank);
+    found_lost(peer, code, text);
     return;
   }
   // A peer that aborted because a third rank died may close its connection
@@ -464,8 +493,58 @@ void engine::on_down(int peer, transport::down_kind kind, errc code, const std::
   pending_loss_at_ = now_;
 }
 
-void engine::on_fatal(int, errc code, const std::string& why) {
-  abort(code, why, opts_.rank);
+void engine::on_fatal(int peer, errc code, const std::string& why) {
+  found_lost(peer, code, why);
+}
+
+// ---- lost members -----------------------------------------------------------------
+
+void engine::found_lost(int peer, errc code, const std::string& text, bool silent, const std::string& silent_why) {
+  if (aborted_ || shut_down_ || lost_.peer >= 0)
+    return; // one lost member at a time: its revoke ends every op
+  // Revoked before any op fails: a caller whose wait() throws for this
+  // loss reads revoked() true, and nothing new starts meanwhile.
+  mark_revoked(opts_.rank, text, true);
+  lost_.peer = peer;
+  lost_.code = code;
+  lost_.text = text;
+  lost_.silent = silent;
+  lost_.silent_why = silent_why;
+  lost_.due = now_ + supervisor_window;
+  if (std::exchange(decided_lost_, -1) == peer) {
+    member_lost(peer, code, text); // the supervisor decided already (a link not re-established)
+    return;
+  }
+  // The link actor exits with this, and the supervisor revokes.
+  listener_.peer_failed(peer, code, text);
+}
+
+void engine::member_lost(int peer, errc code, const std::string& why) {
+  if (aborted_ || shut_down_ || peer < 0 || peer >= opts_.world)
+    return;
+  auto& ch = channels_[static_cast<std::size_t>(peer)];
+  if (lost_.peer != peer && ch && ch->current() == transport::channel::state::resuming) {
+    // Its link was not re-established: the channel fails with why, and the
+    // finding that follows (on_down) is this decision.
+    decided_lost_ = peer;
+    ch->resume_failed(why);
+    decided_lost_ = -1;
+    return;
+  }
+  auto found = std::exchange(lost_, lost_member{});
+  bool ours = found.peer == peer;
+  auto text = ours ? found.text : why;
+  auto c = ours ? found.code : code;
+  mark_revoked(opts_.rank, text, true);
+  abort(c, text, opts_.rank, {}, true);
+  if (ours && found.silent && ch) {
+    // Every peer hears why, the silent one too: it may only be stopped,
+    // and a rank that is continued reads the ABORT (or, over shared
+    // memory, the note beside a full or cut ring) and says it was declared
+    // dead, as its peers do. Its link then closes with what it could take.
+    ch->write_now(now_);
+    ch->fail(errc::peer_lost, found.silent_why);
+  }
 }
 
 // ---- deadlines and liveness -------------------------------------------------------
@@ -490,13 +569,9 @@ void engine::check_health() {
                + "): declared dead (frozen, stopped or cut off)";
     if (opts_.faults)
       opts_.faults->reaction("heartbeat_dead", c->peer(), {}, why);
-    // Every peer hears why, the silent one too: it may only be stopped,
-    // and a rank that is continued reads the ABORT (or, over shared
-    // memory, the note beside a full or cut ring) and says it was declared
-    // dead, as its peers do. Its link then closes with what it could take.
-    abort(errc::peer_lost, "lost rank " + std::to_string(c->peer()) + ": " + why, opts_.rank);
-    c->write_now(now_);
-    c->fail(errc::peer_lost, why);
+    // Its link actor exits with this and the supervisor revokes; then the
+    // ABORT goes to every peer, the silent one too (member_lost()).
+    found_lost(c->peer(), errc::peer_lost, "lost rank " + std::to_string(c->peer()) + ": " + why, true, why);
     return;
   }
 }

@@ -92,17 +92,20 @@ std::string engine::revoked_op(const issued_op& op) const {
 
 // ---- the leader --------------------------------------------------------------------
 
+void engine::mark_revoked(int origin, const std::string& reason, bool lost_member) {
+  std::lock_guard<std::mutex> guard{closed_mutex_};
+  if (!revoked_.load()) {
+    revoke_origin_ = origin;
+    revoke_reason_ = reason;
+    revoked_lost_.store(lost_member);
+    revoked_.store(true);
+  }
+}
+
 void engine::begin_revoke(int origin, const std::string& reason) {
   if (revoke_.active || aborted_ || shut_down_)
     return;
-  {
-    std::lock_guard<std::mutex> guard{closed_mutex_};
-    if (!revoked_.load()) {
-      revoke_origin_ = origin;
-      revoke_reason_ = reason;
-      revoked_.store(true);
-    }
-  }
+  mark_revoked(origin, reason);
   revoke_.active = true;
   // Read after revoked_ is set: a board op that completes later sees
   // revoked() and waits for the verdict; one that completed before counts here.

@@ -48,6 +48,7 @@ registry& global() {
 std::atomic<uint64_t> actor_messages{0};
 std::atomic<uint64_t> thread_wakeups{0};
 std::atomic<uint64_t> duplicate_chunks{0};
+std::atomic<uint64_t> lost_links{0};
 
 void remember(std::deque<double>& window, double ms) {
   window.push_back(ms);
@@ -114,6 +115,10 @@ void count_duplicate_chunk() noexcept {
   duplicate_chunks.fetch_add(1, std::memory_order_relaxed);
 }
 
+void count_lost_link() noexcept {
+  lost_links.fetch_add(1, std::memory_order_relaxed);
+}
+
 void count_thread_wakeup() noexcept {
   thread_wakeups.fetch_add(1, std::memory_order_relaxed);
 }
@@ -144,6 +149,7 @@ metrics_summary get_metrics() {
   s.actor_messages = actor_messages.load(std::memory_order_relaxed);
   s.thread_wakeups = thread_wakeups.load(std::memory_order_relaxed);
   s.duplicate_chunks_dropped = duplicate_chunks.load(std::memory_order_relaxed);
+  s.lost_links = lost_links.load(std::memory_order_relaxed);
   fill_percentiles(all, s.p50_latency_ms, s.p99_latency_ms);
   for (auto& [name, k] : s.ops)
     fill_percentiles(per_kind[name], k.p50_latency_ms, k.p99_latency_ms);
@@ -164,6 +170,7 @@ void reset_metrics() {
   actor_messages.store(0, std::memory_order_relaxed);
   thread_wakeups.store(0, std::memory_order_relaxed);
   duplicate_chunks.store(0, std::memory_order_relaxed);
+  lost_links.store(0, std::memory_order_relaxed);
   r.latencies_ms.clear();
   r.kinds.clear();
   // Links whose channel is gone (only the registry holds their counters)
@@ -234,6 +241,8 @@ std::string to_prometheus(const metrics_summary& m, int rank) {
   family("mccl_duplicate_chunks_dropped_total", "counter",
          "Copies of chunks an op already had, dropped (fault scenarios).");
   out << "mccl_duplicate_chunks_dropped_total{" << r << "} " << m.duplicate_chunks_dropped << '\n';
+  family("mccl_lost_links_total", "counter", "Links that exited with an error; each revoked its communicator.");
+  out << "mccl_lost_links_total{" << r << "} " << m.lost_links << '\n';
   auto per_link = [&](const char* name, const char* help, auto value) {
     family(name, "counter", help);
     for (const auto& l : m.links)

@@ -23,5 +23,7 @@ void count_actor_messages(uint64_t n) noexcept;
 void count_thread_wakeup() noexcept;
 /// metrics_summary::duplicate_chunks_dropped.
 void count_duplicate_chunk() noexcept;
+/// metrics_summary::lost_links (the supervisors').
+void count_lost_link() noexcept;
 
 } // namespace mccl::metrics_registry

@@ -63,6 +63,9 @@ struct metrics_summary {
   /// Copies of chunks an op already had, dropped before its algorithm saw
   /// them (a fault scenario's duplicated chunk messages; docs/fault-injection.md).
   uint64_t duplicate_chunks_dropped = 0;
+  /// Link actors that exited with an error (a lost peer), each making its
+  /// communicator's supervisor revoke the communicator.
+  uint64_t lost_links = 0;
 };
 
 /// The summary now.
@@ -94,7 +97,8 @@ std::string describe(const metrics_summary& m);
 /// mccl_link_reconnects_total (by comm and peer); gauges
 /// mccl_op_latency_p50_ms, mccl_op_latency_p99_ms (by op),
 /// mccl_peak_throughput_gbps; counters mccl_actor_messages_total,
-/// mccl_thread_wakeups_total, mccl_duplicate_chunks_dropped_total.
+/// mccl_thread_wakeups_total, mccl_duplicate_chunks_dropped_total,
+/// mccl_lost_links_total.
 std::string to_prometheus(const metrics_summary& m, int rank);
 
 /// Writes describe(get_metrics()) to stderr through mccl's logger,

@@ -49,7 +49,7 @@ struct recorder : channel_listener {
   }
   void on_frame(received_frame f) override { frames.push_back(std::move(f)); }
   void on_sent(int peer, const frame_ref& ref) override { sent.emplace_back(peer, ref.step, ref.chunk); }
-  void on_peer_abort(int, int origin, errc, const std::string& reason, uint64_t) override {
+  void on_peer_abort(int, int origin, errc, const std::string& reason, uint64_t, bool) override {
     aborts.emplace_back(origin, reason);
   }
   void on_peer_bye(int peer, uint64_t issued) override { byes.emplace_back(peer, issued); }

@@ -67,6 +67,8 @@ public:
   void needs_driver(driver_kind) override {}
   void aborted(errc, const std::string&, int) override {}
   void link_lost(int, const std::string&) override {}
+  /// No supervisor: the engine revokes by itself after supervisor_window.
+  void peer_failed(int, errc, const std::string&) override {}
 };
 
 /// One rank's buffers and expected result.

@@ -157,11 +157,20 @@ std::vector<uint8_t> encode_text(const std::string& text);
 /// max_text_size or the bytes are not valid UTF-8.
 std::optional<std::string> decode_text(const uint8_t* p, std::size_t len, std::string* reason);
 
+/// Beside the error code in an ABORT's step field: the abort revokes the
+/// communicator (its origin's supervisor revoked it for a lost member), so
+/// every rank that reads it marks the communicator revoked before its ops
+/// fail. Also in abort_note::code, the note beside a shared-memory stream.
+constexpr uint32_t abort_revokes = 0x100;
+
 /// The error code an ABORT frame carries in its step field, so peers report
 /// the same kind of failure as its origin; errc::aborted if it is unknown.
 inline errc abort_code(const frame_header& h) noexcept {
-  return h.step > 0 && h.step <= static_cast<uint32_t>(errc::revoked) ? static_cast<errc>(h.step)
-                                                                      : errc::aborted;
+  auto code = h.step & ~abort_revokes;
+  return code > 0 && code <= static_cast<uint32_t>(errc::revoked) ? static_cast<errc>(code) : errc::aborted;
 }
+
+/// The ABORT revokes the communicator (abort_revokes).
+inline bool abort_revokes_comm(const frame_header& h) noexcept { return (h.step & abort_revokes) != 0; }
 
 } // namespace mccl::wire
