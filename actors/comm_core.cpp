@@ -415,7 +415,10 @@ void comm_core::finalize(std::chrono::milliseconds flush, bool await_actors) {
     supervisor_ = nullptr;
     progress_ = nullptr;
   }
-  links_.clear();
+  {
+    std::lock_guard<std::mutex> guard{links_mutex_}; // peer_failed() may run on a leader finalize did not stop
+    links_.clear();
+  }
   if (trace_) {
     try {
       auto path = trace_->write();
@@ -471,6 +474,7 @@ void comm_core::peer_failed(int peer, errc code, const std::string& why) {
   // To the peer's link actor, which exits with it; its supervisor revokes
   // (supervisor_actor.hpp). Without one (finalized), the engine revokes
   // by itself after supervisor_window.
+  std::lock_guard<std::mutex> guard{links_mutex_};
   if (peer >= 0 && peer < static_cast<int>(links_.size()) && links_[static_cast<std::size_t>(peer)])
     caf::anon_send(links_[static_cast<std::size_t>(peer)], peer_failed_atom::value, code, why);
 }

@@ -91,17 +91,14 @@ public:
   void submit(op_ptr op, const std::shared_ptr<work_state>& work);
   /// Aborts the communicator on every rank (communicator::abort).
   void abort(const std::string& reason);
-  /// Revokes the communicator on every rank (communicator::revoke): ops
-  /// are refused from now on; the engine agrees on the revoke point with
-  /// the peers and ends what is in flight (collectives/engine/engine_revoke.cpp).
+  /// Revokes the communicator on every rank (communicator::revoke): the
+  /// supervisor performs it (revoke_atom; this thread posts it when the
+  /// supervisor does not answer within half a second); ops are refused
+  /// once this returns; the engine agrees on the revoke point with the
+  /// peers and ends what is in flight (collectives/engine/engine_revoke.cpp).
   void revoke(const std::string& reason);
   /// This rank knows the communicator is revoked.
   bool revoked() const { return engine_->revoked(); }
-  /// Link actors whose exit with an error the supervisor handled (a lost
-  /// member it revoked the communicator for).
-  uint64_t links_exited() const noexcept { return links_exited_.load(); }
-  /// The supervisor's: one more link exit handled.
-  void count_link_exit() noexcept { links_exited_.fetch_add(1); }
   /// The membership the supervisor knows (members_atom): the epoch, and by
   /// rank the member's rank in the communicator this one was made from.
   struct membership {
@@ -199,6 +196,7 @@ private:
   progress_handle progress_;
   supervisor_handle supervisor_; ///< linked to links_; stops the actors at finalize
   std::vector<link_handle> links_; ///< by peer; null at this rank
+  std::mutex links_mutex_;         ///< links_ against finalize, for peer_failed()
   uint64_t watch_key_ = 0;
 
   std::mutex submit_mutex_; ///< numbers ops in call order
@@ -221,7 +219,6 @@ private:
   std::optional<error> aborted_with_;
   std::mutex finalize_mutex_;
   std::atomic<bool> finalized_{false};
-  std::atomic<uint64_t> links_exited_{0};
   mutable std::mutex members_mutex_;
   membership members_;
 };

@@ -98,7 +98,12 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
   }
   MCCL_LOG(error, message);
   if (!finalized_.load()) { // every rank fails, as when an op over links fails
-    engine_->post_abort(outcome.code, message, init_.rank);
+    if (outcome.code == errc::peer_lost && outcome.peer >= 0)
+      // A member that left: revoked before this op completes, and the
+      // supervisor revokes on every rank (the peer's link actor exits).
+      engine_->post_lost(outcome.peer, outcome.code, message);
+    else
+      engine_->post_abort(outcome.code, message, init_.rank);
     kick();
   }
   report.code = outcome.code;

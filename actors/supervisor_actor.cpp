@@ -62,7 +62,6 @@ void on_link_exit(supervisor_self self, caf::exit_msg& msg) {
   auto why = lost ? lost->message()
                   : "the link actor of rank " + std::to_string(core->rank()) + " to rank " + std::to_string(peer)
                       + " exited: " + mccl::describe(msg.reason);
-  core->count_link_exit();
   metrics_registry::count_lost_link();
   int member = peer < static_cast<int>(st.members.size()) ? st.members[static_cast<std::size_t>(peer)] : peer;
   MCCL_LOG(warn, "rank " << core->rank() << ": supervisor of communicator " << core->init().comm_id << " (epoch "

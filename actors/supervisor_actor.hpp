@@ -1,18 +1,27 @@
 #pragma once
 /// The supervisor: one per communicator, the root of its actors.
 ///
-/// - It is linked to every link actor. A link that cannot keep its peer
-///   (the connection was lost and not re-established within
-///   MCCL_RECONNECT_MS) exits with that as its reason; the supervisor's
-///   exit handler reports the loss to the engine, which fails the ops that
-///   involve the peer and aborts the communicator on every rank, naming
-///   the peer and the reason. A link that fails otherwise (an exception, a
-///   kill) aborts the communicator the same way, naming the link and why.
-///   A link's failure never goes unheard, and no link reports a lost peer
-///   to the engine itself.
+/// - It is linked to every link actor, and a link that exits with an error
+///   is a lost member: the supervisor revokes the communicator
+///   (engine::post_member_lost). Every op in flight fails naming the peer
+///   and why, and every peer gets an ABORT that revokes the communicator
+///   there too. A link exits with an error when the engine found its peer
+///   lost (reset, EOF, a protocol error, CRC recovery that gave up, the
+///   liveness verdict; the engine marked the communicator revoked already,
+///   so a caller whose op fails reads revoked() true), when its connection
+///   was not re-established within MCCL_RECONNECT_MS, or when it failed
+///   otherwise (an exception; then the link is named). Each exit is counted
+///   (metrics_summary::lost_links) and logged with the epoch. The engine
+///   revokes by itself when no answer came within supervisor_window, so a
+///   busy CAF scheduler delays a failure by at most that.
+/// - It performs the revokes the API asks for (revoke_atom) and keeps the
+///   membership a membership change decided (members_atom: epoch and
+///   members), which comm_core publishes for the status page.
 /// - It hears what the engine decided for the whole communicator: an abort
 ///   (the links stop re-establishing connections) and a lost connection
 ///   (the peer's link re-establishes it, or exits trying).
+/// - It monitors the op actors: one that dies with an error aborts the
+///   communicator.
 /// - At finalize it stops the links, then the progress actor, then itself.
 
 #include "actors/messages.hpp"

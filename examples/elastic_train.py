@@ -3,9 +3,10 @@
 
 N ranks (processes) train a linear model by data parallelism: each step they
 sum their shares of one global batch's gradient with all_sum. At a random
-step one rank is SIGKILLed. The survivors' all_sum fails; they revoke the
-group (what is in flight ends alike on every rank), learn from the
-coordinator which rank is gone, shrink without it and redo the step. A few
+step one rank is SIGKILLed. The survivors' all_sum fails, and the group is
+revoked on every one of them by then (the lost rank's link made each rank's
+supervisor revoke it); they learn from the coordinator which rank is gone,
+shrink without it and redo the step. A few
 steps later a replacement process joins by grow and receives the model by
 broadcast. Every step uses the same global batch whatever the group's size,
 so the loss curve must match an uninterrupted single-process run's.
@@ -149,13 +150,12 @@ def rank_main(opts):
 
 
 def recover(md, np, group, step, w, w_before, d, error):
-    """After a failed step: revoke, shrink without the ranks the coordinator
-    says are gone, and agree on the step to go on from."""
-    from mccl.errors import MCCLError
-    try:
-        group.revoke(f"rank lost: {error}")
-    except MCCLError:
-        pass  # aborted already: shrink works on it all the same
+    """After a failed step: shrink without the ranks the coordinator says are
+    gone, and agree on the step to go on from. The lost rank revoked the
+    group on every rank already (its link's supervisor did, before the
+    step's op raised here): no revoke() first."""
+    if not group.revoked():
+        raise RuntimeError(f"the failed step did not leave the group revoked: {error}")
     gone = json.loads(wait_for(d, "excluded", 30))
     group = group.shrink(gone)
     # A rank may have completed the step its peers failed (its all_sum had

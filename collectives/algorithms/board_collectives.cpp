@@ -77,7 +77,7 @@ board_outcome wait_all(const board_call& call, const board_tag& mine) {
         return {errc::peer_lost,
                 rank_name(p) + " finalized after issuing " + std::to_string(issued)
                   + " collective(s); it never issued this one (do all ranks issue the same collectives?)",
-                where()};
+                where(), p};
       case shm_board::wait_result::stopped: {
         auto closed = call.closed();
         closed.where = where();

@@ -31,6 +31,8 @@ struct board_outcome {
   std::string message;
   /// Where it failed: "board exchange, 1 of 2 ranks posted, waiting on rank 1".
   std::string where;
+  /// peer_lost: the rank that finalized without this op (-1: none).
+  int peer = -1;
 };
 
 struct board_call {

@@ -17,11 +17,11 @@ namespace mccl {
 
 /// Work posted by any thread for the leader.
 struct engine::command {
-  enum class kind : uint8_t { start, abort, revoke, resume, member_lost, task } what = kind::start;
+  enum class kind : uint8_t { start, abort, revoke, resume, lost, member_lost, task } what = kind::start;
   op_ptr op;
   errc code = errc::none;
   std::string text;
-  int peer = -1; ///< resume, member_lost: the peer; abort, revoke: the origin
+  int peer = -1; ///< resume, lost, member_lost: the peer; abort, revoke: the origin
   transport::connection_ptr conn;
   std::function<void()> task;
 };
@@ -157,6 +157,17 @@ void engine::post_member_lost(int peer, errc code, std::string why) {
   c.peer = peer;
   c.code = code;
   c.text = std::move(why);
+  push(std::move(c));
+}
+
+void engine::post_lost(int peer, errc code, std::string text) {
+  if (!closed())
+    mark_revoked(opts_.rank, text, true);
+  command c;
+  c.what = command::kind::lost;
+  c.peer = peer;
+  c.code = code;
+  c.text = std::move(text);
   push(std::move(c));
 }
 
@@ -467,6 +478,9 @@ void engine::drain_inbox() {
         }
         break;
       }
+      case command::kind::lost:
+        found_lost(c.peer, c.code, c.text);
+        break;
       case command::kind::member_lost:
         member_lost(c.peer, c.code, c.text);
         break;

@@ -24,9 +24,13 @@
 /// keeping it for an op not started yet), point-to-point matching, when a
 /// peer's frames are all in, failing every op and sending ABORT to every
 /// peer once one op fails, heartbeats on directions idle for half an
-/// interval. What it is told by the control plane: start this op, abort,
-/// check deadlines and liveness now (the watchdog's clock), use this new
-/// connection (the link actor's reconnect).
+/// interval. A lost peer is a finding it reports instead of acting on it:
+/// it marks the communicator revoked and tells the listener
+/// (peer_failed: the peer's link actor exits, and the supervisor revokes
+/// through post_member_lost), acting alone only after supervisor_window.
+/// What it is told by the control plane: start this op, abort, revoke, a
+/// member is lost, check deadlines and liveness now (the watchdog's
+/// clock), use this new connection (the link actor's reconnect).
 ///
 /// Completions run after the leader has let go of the engine, on that
 /// thread, never while it is held: a Work's callback may issue the next op.
@@ -156,6 +160,11 @@ public:
   /// one, else with `why`) and every peer gets an ABORT that revokes it on
   /// that rank too. A link still being re-established fails with `why`.
   void post_member_lost(int peer, errc code, std::string why);
+  /// A lost member found outside the engine (the host board: a rank that
+  /// finalized without an op this rank waits for): the communicator is
+  /// revoked from now on, and the leader reports it as its own finding
+  /// (engine_listener::peer_failed); `text` is what the ops fail with.
+  void post_lost(int peer, errc code, std::string text);
   /// Check op deadlines (MCCL_TIMEOUT_MS) and peers' silence
   /// (MCCL_HEARTBEAT_MS x MCCL_HEARTBEAT_MISSES) at the next pass.
   void post_check();

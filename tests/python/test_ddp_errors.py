@@ -8,9 +8,11 @@ C++ future chain), mccl's compression hook, a hook chained with
 mccl.hooks.then, and torch's own allreduce_hook wrapped in
 mccl.hooks.keep_mccl_errors (whose Future.then keeps only the text):
 
-- backward() raises mccl.PeerLostError (an mccl.MCCLError, code 8), the
-  class a direct all_reduce raises, with mccl's own message ("mccl:
-  peer_lost: allreduce seq N on rank R ...") naming the lost rank 2;
+- backward() raises mccl.PeerLostError (an mccl.MCCLError, code 8) with
+  mccl's own message ("mccl: peer_lost: allreduce seq N on rank R ...")
+  naming the lost rank 2;
+- the lost rank revoked the communicator: a direct all_reduce afterwards
+  raises mccl.RevokedError (code 14), whose message names rank 2 too;
 - it does so within FAILURE_BOUND seconds of the kill (the process group's
   timeout is far longer, so the watchdog's deadline cannot be what fired).
 
@@ -121,9 +123,10 @@ class DdpErrorsTest(unittest.TestCase):
             self.assertTrue(found["is_mccl_error"] and found["is_peer_lost"], found)
             self.assertEqual(found["code"], 8, found)
             self.assertRegex(found["message"], rf"^mccl: peer_lost: .*\blost rank {VICTIM}\b")
-            # The class and the message's form a direct op raises.
-            self.assertEqual(found["direct"][0], found["class"], found["direct"][1])
-            self.assertRegex(found["direct"][1], rf"^mccl: peer_lost: .*\blost rank {VICTIM}\b")
+            # The lost rank revoked the communicator: a direct op is refused,
+            # naming why.
+            self.assertEqual(found["direct"][0], "RevokedError", found["direct"][1])
+            self.assertRegex(found["direct"][1], rf"^mccl: revoked: .*\blost rank {VICTIM}\b")
             self.assertNotIn("Got the following error", found["message"])
             after = found["at"] - killed_at
             print(f"  {variant}: rank {rank} raised {found['class']} {after:.2f} s after rank "

@@ -60,15 +60,20 @@ private:
   const transport::timed_network& net_;
 };
 
-/// The engine's control-plane callbacks: nothing to drive (the event loop
-/// runs every rank) and nothing to reconnect.
+/// One engine's control-plane callbacks: nothing to drive (the event loop
+/// runs every rank) and nothing to reconnect; a lost peer is revoked at
+/// once, as a supervisor whose link actor exits at once would (the next
+/// pass of the same rank takes it).
 class quiet_listener : public engine_listener {
 public:
+  engine* eng = nullptr;
   void needs_driver(driver_kind) override {}
   void aborted(errc, const std::string&, int) override {}
   void link_lost(int, const std::string&) override {}
-  /// No supervisor: the engine revokes by itself after supervisor_window.
-  void peer_failed(int, errc, const std::string&) override {}
+  void peer_failed(int peer, errc code, const std::string& why) override {
+    if (eng)
+      eng->post_member_lost(peer, code, why);
+  }
 };
 
 /// One rank's buffers and expected result.
@@ -161,7 +166,9 @@ public:
       eo.pool = &pool_;
       auto* net = net_.get();
       eo.now = [net] { return at(net->now()); };
-      engines_.push_back(std::make_unique<engine>(eo, net_->connections(r), listener_));
+      listeners_.push_back(std::make_unique<quiet_listener>());
+      engines_.push_back(std::make_unique<engine>(eo, net_->connections(r), *listeners_.back()));
+      listeners_.back()->eng = engines_.back().get();
     }
     dead_.assign(static_cast<std::size_t>(o.ranks), false);
     // Deaths in the order they happen.
@@ -459,7 +466,7 @@ private:
   std::string broadcast_algorithm_;
   transport::buffer_pool pool_;
   std::unique_ptr<transport::timed_network> net_;
-  quiet_listener listener_;
+  std::vector<std::unique_ptr<quiet_listener>> listeners_; ///< by rank, before the engines they outlive
   std::vector<std::unique_ptr<engine>> engines_;
   std::vector<std::shared_ptr<completion>> done_; ///< by rank, the op being driven
   std::vector<rank_data> data_;
