@@ -7,6 +7,7 @@
 // waiting for their turn.
 
 #include "collectives/engine/engine.hpp"
+#include <mccl/metrics.hpp>
 #include <mccl/types.hpp>
 
 #include <string>
@@ -71,6 +72,7 @@ TEST_F(EngineSim, ChunksOfAnOpNotStartedWaitForItWithoutHoldingOthersUp) {
 // the lost rank.
 TEST_F(EngineSim, AnUnexplainedLossFailsOpsAfterTheGracePeriod) {
   auto& w = make_world(2, sim_config());
+  auto lost_links = get_metrics().lost_links;
   w.net().break_link(0, 1);
   ASSERT_TRUE(w.settle());
   std::vector<int32_t>* buf;
@@ -86,6 +88,38 @@ TEST_F(EngineSim, AnUnexplainedLossFailsOpsAfterTheGracePeriod) {
   EXPECT_NE(std::string(f->what()).find("lost rank 0"), std::string::npos) << f->what();
   EXPECT_NE(std::string(f->what()).find("connection reset by peer (simulated)"), std::string::npos)
     << f->what();
+  // The link actor exited with the finding and the supervisor revoked.
+  EXPECT_GT(get_metrics().lost_links, lost_links);
+  EXPECT_TRUE(w.core(1).revoked());
+  EXPECT_NE(w.core(1).why_revoked().find("lost rank 0"), std::string::npos) << w.core(1).why_revoked();
+}
+
+// The same loss while no actor runs (the supervisor never gets a turn, as
+// when every CAF worker is busy): the communicator is revoked in the pass
+// that finds the loss, and the op fails supervisor_window later all the
+// same, with the same text, from whoever drives the engine.
+TEST_F(EngineSim, ALossFailsOpsWithinTheSupervisorWindowWhenTheSupervisorCannotRun) {
+  auto& w = make_world(2, sim_config());
+  w.net().break_link(0, 1);
+  ASSERT_TRUE(w.settle());
+  std::vector<int32_t>* buf;
+  auto op = allreduce_on(w, 1, 10, buf);
+  ASSERT_TRUE(w.settle());
+  EXPECT_FALSE(op->done()) << outcome(op);
+  EXPECT_FALSE(w.core(1).revoked());
+  sched.advance_time(loss_grace); // timers fire into mailboxes; nothing runs them
+  w.core(1).kick();
+  EXPECT_TRUE(w.core(1).revoked()) << "revoked in the pass that found the loss";
+  EXPECT_FALSE(op->done()) << "failed before the supervisor's window ended: " << outcome(op);
+  sched.advance_time(supervisor_window);
+  w.core(1).kick();
+  ASSERT_TRUE(op->done()) << "the op waits on a supervisor that cannot run";
+  auto f = op->failure();
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->code(), errc::peer_lost) << f->what();
+  EXPECT_NE(std::string(f->what()).find("lost rank 0"), std::string::npos) << f->what();
+  ASSERT_TRUE(w.settle()); // the link actor and the supervisor catch up: nothing changes
+  EXPECT_TRUE(w.core(1).revoked());
 }
 
 // Rank 0 finalizes after one op: its BYE says it issued one, so rank 1's
