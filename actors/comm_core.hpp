@@ -111,7 +111,8 @@ public:
   /// A membership change decided that this communicator is the group
   /// `members` at `epoch`: told to the supervisor (members_atom), which
   /// keeps it. Bounded: when CAF's workers cannot run the supervisor
-  /// within half a second (or its clock is a test's), kept here directly.
+  /// within half a second, kept here directly. With a test's clock the
+  /// message is only sent (the test's scheduler delivers it).
   void announce_members(uint64_t epoch, std::vector<int> members);
   /// "revoked by rank R: reason", once revoked().
   std::string why_revoked() const { return engine_->why_revoked(); }

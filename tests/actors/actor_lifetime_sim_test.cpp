@@ -81,6 +81,30 @@ TEST_F(ActorLifetimeSim, ALinkActorThatFailsAbortsTheCommunicatorThroughItsSuper
     ASSERT_TRUE(failure.has_value()) << "rank " << i + 1 << "'s allreduce succeeded on an aborted world";
     EXPECT_NE(std::string(failure->what()).find("rank 0"), std::string::npos) << failure->what();
   }
+  // A lost member: the communicator is revoked on every rank.
+  for (int r = 0; r < w.size(); ++r)
+    EXPECT_TRUE(w.core(r).revoked()) << "rank " << r;
+}
+
+TEST_F(ActorLifetimeSim, TheSupervisorKeepsTheMembershipAChangeDecided) {
+  auto& w = make_world(3, sim_config());
+  ASSERT_TRUE(w.settle());
+  auto m = w.core(1).members();
+  EXPECT_EQ(m.epoch, 0u);
+  EXPECT_EQ(m.members, (std::vector<int>{0, 1, 2}));
+  w.core(1).announce_members(4, {0, 2, 3});
+  ASSERT_TRUE(w.settle());
+  m = w.core(1).members();
+  EXPECT_EQ(m.epoch, 4u);
+  EXPECT_EQ(m.members, (std::vector<int>{0, 2, 3}));
+  // The epoch it has already, or a list that is not one member per rank:
+  // refused, nothing changes.
+  w.core(1).announce_members(4, {9, 9, 9});
+  w.core(1).announce_members(5, {1});
+  ASSERT_TRUE(w.settle());
+  m = w.core(1).members();
+  EXPECT_EQ(m.epoch, 4u);
+  EXPECT_EQ(m.members, (std::vector<int>{0, 2, 3}));
 }
 
 } // namespace

@@ -8,6 +8,9 @@
 
 #include <mccl/mccl.hpp>
 
+#include "actors/comm_core.hpp"
+#include "api/communicator/communicator_impl.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -28,6 +31,7 @@ struct rank_outcome {
   bool revoked_at_throw = false;
   double failed_after_ms = 0; ///< from the op's issue to wait() throwing
   bool shrunk_ok = false;
+  mccl::actors::comm_core::membership shrunk; ///< as the shrunk one's supervisor keeps it
 };
 
 } // namespace
@@ -77,6 +81,7 @@ TEST(LostMember, AClosedLinkRevokesEveryRankAndTheSurvivorsShrinkWithoutRevoke) 
           std::vector<float> v(1000, static_cast<float>(r + 1));
           small.allreduce(v.data(), v.size()).wait();
           me.shrunk_ok = small.size() == world - 1 && v[0] == 3.0f && v[999] == 3.0f;
+          me.shrunk = mccl::detail::communicator_factory::impl_of(small)->core->members();
           small.finalize();
         }
         comm.finalize();
@@ -93,8 +98,12 @@ TEST(LostMember, AClosedLinkRevokesEveryRankAndTheSurvivorsShrinkWithoutRevoke) 
     EXPECT_NE(me.error.find("lost rank"), std::string::npos) << "rank " << r << ": " << me.error;
     EXPECT_LT(me.failed_after_ms, 1000.0) << "rank " << r << ": " << me.error;
     std::printf("rank %d failed after %.1f ms: %s\n", r, me.failed_after_ms, me.error.c_str());
-    if (r != victim)
+    if (r != victim) {
       EXPECT_TRUE(me.shrunk_ok) << "rank " << r << ": the shrunk communicator did not sum right";
+      // The shrink told the new communicator's supervisor its membership.
+      EXPECT_EQ(me.shrunk.epoch, 1u) << "rank " << r;
+      EXPECT_EQ(me.shrunk.members, (std::vector<int>{0, 1})) << "rank " << r;
+    }
   }
   // The closed link's ends name each other.
   EXPECT_NE(out[0].error.find("rank 2"), std::string::npos) << out[0].error;
