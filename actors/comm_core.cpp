@@ -105,6 +105,8 @@ void comm_core::start_actors() {
   auto& sys = *init_.system;
   core_ref self = weak_from_this();
   links_.resize(static_cast<std::size_t>(init_.world));
+  for (int r = 0; r < init_.world; ++r) // epoch 0, the ranks themselves, until a change says otherwise
+    members_.members.push_back(r);
   for (int peer = 0; peer < init_.world; ++peer) {
     if (peer == init_.rank || init_.world == 1)
       continue;

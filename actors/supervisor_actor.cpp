@@ -123,10 +123,8 @@ supervisor_handle::behavior_type supervisor_actor(supervisor_self self, core_ref
   st.core = std::move(core);
   st.links = std::move(links);
   st.progress = std::move(progress);
-  for (std::size_t r = 0; r < st.links.size(); ++r)
+  for (std::size_t r = 0; r < st.links.size(); ++r) // as comm_core starts out too
     st.members.push_back(static_cast<int>(r));
-  if (auto c = st.core.lock())
-    c->set_members({st.epoch, st.members});
   for (auto& l : st.links)
     if (l)
       self->link_to(l);
