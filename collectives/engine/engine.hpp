@@ -78,7 +78,7 @@ constexpr auto loss_grace = std::chrono::milliseconds(100);
 /// How long a lost peer, reported to its link actor (engine_listener::
 /// peer_failed), waits for the supervisor's revoke (post_member_lost)
 /// before the engine revokes by itself: the supervisor answers within a
-/// millisecond unless CAF's workers cannot run it, and the ops waiting on
+/// few milliseconds unless CAF's workers cannot run it, and the ops waiting on
 /// the peer must still fail, promptly, through whoever drives the engine.
 constexpr auto supervisor_window = std::chrono::milliseconds(200);
 
