@@ -1,6 +1,8 @@
 #pragma once
-/// The engine: mccl's one data plane. One per communicator. It owns a
-/// channel per peer (transport/channel.hpp) and the ops in flight, each an
+/// The engine: mccl's one data plane. One per communicator. It reaches each
+/// peer through that peer's link (peer_link.hpp: its channel and the chunks
+/// held for ops not started yet), which the peer's link actor keeps, and
+/// owns the ops in flight, each an
 /// op session (op_session.hpp) hosting its algorithm, and moves every op of
 /// every kind (collectives, custom collectives, send and receive, with or
 /// without CRC, under fault scenarios) over every transport the same way.
@@ -36,6 +38,7 @@
 #include "collectives/observability/trace.hpp"
 #include "collectives/engine/op.hpp"
 #include "collectives/engine/op_runner.hpp"
+#include "collectives/engine/peer_link.hpp"
 #include "collectives/engine/p2p_matcher.hpp"
 #include <mccl/config.hpp>
 #include "transport/buffer_pool.hpp"
@@ -105,6 +108,9 @@ struct engine_options {
   /// Who runs the ops' state machines (op_runner.hpp): the communicator's
   /// op actors; null: in place (direct_runners).
   op_runners* runners = nullptr;
+  /// Who keeps the links (peer_link.hpp) besides the engine: the
+  /// communicator's link actors; null: the engine alone.
+  link_hosts* links = nullptr;
   /// The clock of every time the engine keeps (heartbeats, deadlines,
   /// silences); a deterministic test passes its virtual one.
   std::function<std::chrono::steady_clock::time_point()> now = [] {
@@ -360,7 +366,9 @@ private:
   direct_runners direct_runners_;
   op_runners* runners_; ///< opts_.runners, or &direct_runners_
   std::shared_ptr<const std::vector<int>> host_of_; ///< opts_.cfg.host_of, shared with every op
-  std::vector<std::unique_ptr<transport::channel>> channels_; ///< by rank
+  /// By rank: references to the links, which the link actors keep
+  /// (engine_options::links); null at this rank.
+  std::vector<std::shared_ptr<peer_link>> links_;
   std::vector<p2p_matcher> matchers_;                         ///< by rank
   /// Peers whose channels got frames to send since progress_peers() last
   /// visited them (listed once: queued_flag_), or all of them after an
@@ -412,8 +420,9 @@ private:
   std::deque<std::pair<op_ptr, std::size_t>> held_;
   /// Bytes (selection bytes) of the collectives running now.
   std::size_t running_bytes_ = 0;
-  std::map<uint64_t, std::vector<transport::received_frame>> early_; ///< by seq
+  /// Chunks held by the links for collectives not started yet (peer_link::hold_early).
   std::size_t early_bytes_ = 0;
+  std::size_t early_frames_ = 0;
   /// The scenario's chunk faults for this rank; null (the rule) when none.
   std::unique_ptr<chunk_faults> chunk_faults_;
   chunk_faults::pass_fn route_fn_; ///< route(), for chunk_faults_

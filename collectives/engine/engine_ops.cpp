@@ -154,7 +154,7 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
     auto peer = op->root;
     auto waiting = matchers_[peer].waiting_receivers();
     bool unmatched = std::find(waiting.begin(), waiting.end(), op->id) != waiting.end();
-    const auto& ch = channels_[peer];
+    const auto& ch = links_[peer];
     if (unmatched && !eo.reported() && (!ch || ch->current() == transport::channel::state::closed))
       fail(eo, errc::peer_lost, "rank " + std::to_string(peer) + " sent no message with tag "
                                  + std::to_string(op->tag) + " before its link closed");
@@ -180,12 +180,12 @@ std::vector<transport::received_frame> engine::take_early(engine_op& op) {
         frames.push_back(std::move(f));
     }
   } else if (!is_p2p(request.kind)) {
-    auto i = early_.find(request.seq);
-    if (i != early_.end()) {
-      frames = std::move(i->second);
-      early_.erase(i);
-      for (const auto& f : frames)
-        early_bytes_ -= f.header.payload_len;
+    // Each link holds what its peer sent ahead of us (route()).
+    if (early_frames_ > 0) {
+      for (auto& link : links_)
+        if (link)
+          early_bytes_ -= link->take_early(request.seq, frames);
+      early_frames_ -= frames.size();
     }
   }
   if (opts_.trace)
@@ -258,9 +258,11 @@ void engine::route(transport::received_frame f) {
     return deliver(*r->second, f);
   if (seq < next_start_seq_)
     return; // a frame of an op that ended here (a retransmitted copy): nobody wants it
-  // The peer is ahead of us: keep the chunk until our op with this seq starts.
+  // The peer is ahead of us: its link keeps the chunk until our op with
+  // this seq starts.
   early_bytes_ += f.header.payload_len;
-  early_[seq].push_back(std::move(f));
+  ++early_frames_;
+  links_[static_cast<std::size_t>(peer)]->hold_early(std::move(f));
   check_kept(peer, seq, "chunks for ops this rank has not started");
 }
 
@@ -282,7 +284,7 @@ void engine::on_sent(int peer, const transport::frame_ref& ref) {
 
 void engine::send_frame(engine_op& op, int peer, const wire::frame_header& h, const uint8_t* data,
                         std::size_t len) {
-  auto* ch = peer >= 0 && peer < opts_.world ? channels_[peer].get() : nullptr;
+  auto* ch = peer >= 0 && peer < opts_.world ? links_[peer].get() : nullptr;
   if (!ch)
     throw error(errc::internal, "algorithm " + op.algorithm_name() + " sends to rank "
                                   + std::to_string(peer) + ", which has no connection");
@@ -386,13 +388,16 @@ void engine::abort(errc code, const std::string& why, int origin, const std::str
   }
   // Tell every peer, and drop every pointer into ops' memory, before any op
   // completes (a caller may free its buffer once wait() returns).
-  for (auto& c : channels_)
+  for (auto& c : links_)
     if (c)
       c->abort(origin, code, wire_text.empty() ? why : wire_text,
                code == errc::revoked && revoke_decided_.load() ? revoke_point_.load() : 0);
   queued_to_all_ = true;
-  early_.clear();
+  for (auto& link : links_)
+    if (link)
+      link->drop_early();
   early_bytes_ = 0;
+  early_frames_ = 0;
   if (chunk_faults_)
     chunk_faults_->clear();
   for (auto& [id, op] : ops_)
@@ -480,7 +485,7 @@ void engine::check_health() {
   if (misses == 0 || aborted_ || shut_down_)
     return;
   auto limit = opts_.cfg.heartbeat * misses;
-  for (auto& c : channels_) {
+  for (auto& c : links_) {
     if (!c || c->current() != transport::channel::state::open || now_ - c->last_rx() < limit)
       continue;
     auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now_ - c->last_rx());
