@@ -43,12 +43,16 @@ public:
     if (i == early_.end())
       return 0;
     std::size_t bytes = 0;
-    for (auto& f : i->second) {
+    for (const auto& f : i->second)
       bytes += f.header.payload_len;
-      out.push_back(std::move(f));
-    }
     held_frames_ -= i->second.size();
     held_bytes_ -= bytes;
+    if (out.empty()) {
+      out = std::move(i->second); // the usual case: no copy, no allocation
+    } else {
+      for (auto& f : i->second)
+        out.push_back(std::move(f));
+    }
     early_.erase(i);
     return bytes;
   }
