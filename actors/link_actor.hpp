@@ -17,8 +17,9 @@
 /// - closed: the communicator aborted; nothing is re-established.
 ///
 /// Its state keeps the peer's link (collectives/engine/peer_link.hpp: the
-/// channel, with heartbeats, CRC NACK and retransmit and resume, and the
-/// chunks held for ops not started yet); the engine reaches the peer
+/// channel, with heartbeats, CRC NACK and retransmit and resume; the chunks
+/// held for ops not started yet; the peer's point-to-point messages, matched
+/// to this rank's receives by tag); the engine reaches the peer
 /// through its reference to that link, in its leader only. It runs on the
 /// communicator's driving unit (driving_unit.hpp); its timer comes from
 /// CAF's clock, and its tick only runs a pass when it gets the engine's

@@ -1,6 +1,7 @@
 #pragma once
 /// The links of one communicator (collectives/engine/peer_link.hpp: each
-/// peer's channel and the chunks held for ops not started yet) on their way
+/// peer's channel, the chunks held for ops not started yet and the
+/// point-to-point matching) on their way
 /// from the engine, which builds them over the connections it is given, to
 /// the link actors (link_actor.hpp), whose state keeps them. The engine
 /// keeps references, and reaches a peer only through its link.

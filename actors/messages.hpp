@@ -16,7 +16,8 @@
 ///     engine on CAF workers when no thread does;
 ///   link (one per peer, link_actor.hpp, on the driving unit): keeps the
 ///     peer's link (its channel: frames, heartbeats, CRC NACK and
-///     retransmit, resume; and the chunks held for ops not started yet),
+///     retransmit, resume; the chunks held for ops not started yet; the
+///     peer's point-to-point messages, matched to receives by tag),
 ///     which the engine's leader moves through its reference; and the
 ///     connection's lifecycle: heartbeats while idle, re-establishing a
 ///     lost connection, exiting with the reason when it cannot;

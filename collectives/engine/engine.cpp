@@ -43,7 +43,6 @@ engine::engine(engine_options opts, std::vector<transport::connection_ptr> conns
   if (knock_fd_ < 0)
     throw error(errc::internal, std::string("engine: eventfd: ") + std::strerror(errno));
   links_.resize(static_cast<std::size_t>(opts_.world));
-  matchers_.resize(static_cast<std::size_t>(opts_.world));
   queued_flag_.assign(static_cast<std::size_t>(opts_.world), 0);
   awaited_.assign(static_cast<std::size_t>(opts_.world), 0);
   // The largest data frame a peer sends: a pipelining chunk, or a whole
@@ -586,7 +585,8 @@ void engine::shutdown(leadership& l, uint64_t issued, clock::time_point deadline
 }
 
 bool engine::has_unclaimed_message(int peer, uint32_t tag) const {
-  return peer >= 0 && peer < opts_.world && matchers_[peer].has_unclaimed(tag);
+  const auto* m = matcher_of(peer);
+  return m && m->has_unclaimed(tag);
 }
 
 std::vector<engine::op_status> engine::running_ops() const {

@@ -23,10 +23,10 @@
 /// (admit()).
 ///
 /// What it decides itself, in the leader: routing each frame to its op (or
-/// keeping it for an op not started yet), point-to-point matching, when a
-/// peer's frames are all in, failing every op and sending ABORT to every
-/// peer once one op fails, heartbeats on directions idle for half an
-/// interval. What it is told by the control plane: start this op, abort,
+/// to its link, which keeps it for an op not started yet), point-to-point
+/// matching (run on each link's matcher), when a peer's frames are all in,
+/// failing every op and sending ABORT to every peer once one op fails,
+/// heartbeats on directions idle for half an interval. What it is told by the control plane: start this op, abort,
 /// check deadlines and liveness now (the watchdog's clock), use this new
 /// connection (the link actor's reconnect).
 ///
@@ -343,6 +343,12 @@ private:
   /// receive is posted with its peer's matcher on the way.
   std::vector<transport::received_frame> take_early(engine_op& op);
   void deliver_matches(std::vector<p2p_matcher::match>& matches);
+  /// The matcher of `peer`'s link; null when this rank has no link to it.
+  p2p_matcher* matcher_of(int peer) const noexcept {
+    return peer >= 0 && peer < opts_.world && links_[static_cast<std::size_t>(peer)]
+             ? &links_[static_cast<std::size_t>(peer)]->matcher()
+             : nullptr;
+  }
   /// From an op's session: queue one data frame for `peer`.
   void send_frame(engine_op& op, int peer, const wire::frame_header& h, const uint8_t* data,
                   std::size_t len);
@@ -369,7 +375,6 @@ private:
   /// By rank: references to the links, which the link actors keep
   /// (engine_options::links); null at this rank.
   std::vector<std::shared_ptr<peer_link>> links_;
-  std::vector<p2p_matcher> matchers_;                         ///< by rank
   /// Peers whose channels got frames to send since progress_peers() last
   /// visited them (listed once: queued_flag_), or all of them after an
   /// abort queued one to every peer.

@@ -152,8 +152,11 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
     return;
   if (op->kind == op_kind::recv) {
     auto peer = op->root;
-    auto waiting = matchers_[peer].waiting_receivers();
-    bool unmatched = std::find(waiting.begin(), waiting.end(), op->id) != waiting.end();
+    bool unmatched = true; // without a link, nothing ever matches it
+    if (const auto* m = matcher_of(peer)) {
+      auto waiting = m->waiting_receivers();
+      unmatched = std::find(waiting.begin(), waiting.end(), op->id) != waiting.end();
+    }
     const auto& ch = links_[peer];
     if (unmatched && !eo.reported() && (!ch || ch->current() == transport::channel::state::closed))
       fail(eo, errc::peer_lost, "rank " + std::to_string(peer) + " sent no message with tag "
@@ -169,8 +172,10 @@ std::vector<transport::received_frame> engine::take_early(engine_op& op) {
     // A receive is posted with its peer's matcher here (later frames for its
     // tag are routed to it) and takes the message the matcher kept for that
     // tag, if any; the post may also match earlier receives, which get
-    // theirs as usual.
-    for (auto& m : matchers_[request.root].post(request.tag, request.id)) {
+    // theirs as usual. (Without a link to the peer start() fails it.)
+    auto* matcher = matcher_of(request.root);
+    auto posted = matcher ? matcher->post(request.tag, request.id) : std::vector<p2p_matcher::match>{};
+    for (auto& m : posted) {
       if (m.receiver != request.id) {
         std::vector<p2p_matcher::match> others{std::move(m)};
         deliver_matches(others);
@@ -240,7 +245,7 @@ void engine::route(transport::received_frame f) {
   auto seq = f.header.seq;
   if (f.header.flags & wire::flag_p2p) {
     std::vector<p2p_matcher::match> matched;
-    auto receiver = matchers_[peer].on_frame(f, &matched);
+    auto receiver = links_[static_cast<std::size_t>(peer)]->matcher().on_frame(f, &matched);
     if (receiver != 0) {
       // A receive that ended ignores it, as a collective does, and counts
       // it when it looks for copies (op_session::drop_duplicates).
@@ -268,8 +273,9 @@ void engine::route(transport::received_frame f) {
 
 void engine::check_kept(int peer, uint64_t seq, const char* what) {
   auto kept = early_bytes_;
-  for (const auto& m : matchers_)
-    kept += m.kept_bytes();
+  for (const auto& link : links_)
+    if (link)
+      kept += link->matcher().kept_bytes();
   if (kept > max_early_bytes)
     abort(errc::protocol_error, peer_name(peer) + " sent more than 2 GiB of " + what + " (seq "
                                   + std::to_string(seq) + "); are all ranks issuing the same operations?",
@@ -330,7 +336,8 @@ void engine::settle() {
     auto request = op->request;
     if (op->is_p2p()) {
       if (request->kind == op_kind::recv)
-        matchers_[request->root].forget(request->id);
+        if (auto* m = matcher_of(request->root))
+          m->forget(request->id);
     } else {
       routes_.erase(request->seq);
       running_bytes_ -= op->bytes;
@@ -438,7 +445,7 @@ void engine::on_peer_bye(int peer, uint64_t issued) {
                                     "collectives?)");
   }
   // Receives still waiting for a message from it never match.
-  for (auto receiver : matchers_[peer].waiting_receivers()) {
+  for (auto receiver : links_[static_cast<std::size_t>(peer)]->matcher().waiting_receivers()) {
     auto o = ops_.find(receiver);
     if (o != ops_.end() && !o->second->reported())
       fail(*o->second, errc::peer_lost, "rank " + std::to_string(peer) + " sent no message with tag "

@@ -1,8 +1,10 @@
 #pragma once
 /// A peer's link: the channel to that peer (transport/channel.hpp: frames
-/// out and in, heartbeats, CRC NACK and retransmit, resume) and the chunks
+/// out and in, heartbeats, CRC NACK and retransmit, resume), the chunks
 /// the peer sent for collectives this rank has not started yet, held until
-/// the op starts (bounded by the engine: engine::check_kept).
+/// the op starts, and the peer's point-to-point messages matched to this
+/// rank's receives by tag (p2p_matcher.hpp), held until a receive is
+/// posted; both bounded by the engine (engine::check_kept).
 ///
 /// Who holds it: the peer's link actor (actors/link_actor.hpp), whose state
 /// keeps it for the communicator's lifetime; the engine keeps a table of
@@ -12,6 +14,7 @@
 ///
 /// Threading: as the channel's, the engine's leader only.
 
+#include "collectives/engine/p2p_matcher.hpp"
 #include "transport/channel.hpp"
 #include "transport/received_frame.hpp"
 
@@ -64,7 +67,12 @@ public:
   }
   std::size_t early_bytes() const noexcept { return held_bytes_; }
 
+  /// The peer's point-to-point messages and this rank's receives from it.
+  p2p_matcher& matcher() noexcept { return matcher_; }
+  const p2p_matcher& matcher() const noexcept { return matcher_; }
+
 private:
+  p2p_matcher matcher_;
   std::map<uint64_t, std::vector<transport::received_frame>> early_; ///< by seq
   std::size_t held_bytes_ = 0;
   std::size_t held_frames_ = 0;
