@@ -76,6 +76,8 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
       caf::anon_send(supervisor_, supervise_atom::value, caf::actor_cast<caf::actor>(a));
   });
   eo.runners = op_actors_.get();
+  link_channels_ = std::make_unique<link_channels>(init_.world);
+  eo.links = link_channels_.get();
   if (init_.simulated_time) {
     auto* sys = init_.system;
     eo.now = [sys] { return sys->clock().now(); };
@@ -107,18 +109,25 @@ void comm_core::start_actors() {
   links_.resize(static_cast<std::size_t>(init_.world));
   for (int r = 0; r < init_.world; ++r) // epoch 0, the ranks themselves, until a change says otherwise
     members_.members.push_back(r);
-  for (int peer = 0; peer < init_.world; ++peer) {
-    if (peer == init_.rank || init_.world == 1)
-      continue;
-    link_init li;
-    li.core = self;
-    li.peer = peer;
-    li.heartbeat = init_.cfg.heartbeat;
-    if (init_.resumer && init_.cfg.transport_crc) {
-      li.resumer = init_.resumer;
-      li.reconnect = std::min(init_.cfg.reconnect, init_.cfg.timeout); // never beyond the op deadline
+  // The link actors run on the driving unit; they start here, on this
+  // thread, before any op (no leader drains the unit yet).
+  {
+    driving_unit::driver_scope driving{*unit_};
+    for (int peer = 0; peer < init_.world; ++peer) {
+      if (peer == init_.rank || init_.world == 1)
+        continue;
+      link_init li;
+      li.core = self;
+      li.peer = peer;
+      li.heartbeat = init_.cfg.heartbeat;
+      if (init_.resumer && init_.cfg.transport_crc) {
+        li.resumer = init_.resumer;
+        li.reconnect = std::min(init_.cfg.reconnect, init_.cfg.timeout); // never beyond the op deadline
+      }
+      li.link = link_channels_->take(peer);
+      links_[peer] = spawn_link_actor(*unit_, std::move(li));
     }
-    links_[peer] = spawn_link_actor(sys, std::move(li));
+    unit_->drain();
   }
   progress_ = spawn_progress_actor(sys, self);
   supervisor_ = spawn_supervisor_actor(sys, self, links_, progress_);

@@ -16,6 +16,7 @@
 ///   nobody leads: heartbeats while idle, deadlines, liveness verdicts.
 
 #include "actors/driving_unit.hpp"
+#include "actors/link_channel.hpp"
 #include "actors/messages.hpp"
 #include "actors/op_actor.hpp"
 #include "actors/op_thread.hpp"
@@ -192,6 +193,9 @@ private:
   /// which hands them its ops, so they outlive it.
   std::unique_ptr<driving_unit> unit_;
   std::unique_ptr<op_actors> op_actors_;
+  /// The links the engine builds, until start_actors() gives each to its
+  /// link actor.
+  std::unique_ptr<link_channels> link_channels_;
   std::unique_ptr<engine> engine_;
   std::unique_ptr<op_thread> op_thread_; ///< null when MCCL_OP_THREAD_BYTES=0
   progress_handle progress_;

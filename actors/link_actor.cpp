@@ -126,8 +126,8 @@ link_handle::behavior_type link_actor(link_self self, link_init init) {
 
 } // namespace
 
-link_handle spawn_link_actor(caf::actor_system& sys, link_init init) {
-  return sys.spawn(link_actor, std::move(init));
+link_handle spawn_link_actor(driving_unit& unit, link_init init) {
+  return unit.spawn(link_actor, std::move(init));
 }
 
 } // namespace mccl::actors

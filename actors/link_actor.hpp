@@ -22,10 +22,20 @@
 ///
 /// Whenever the actor exits with an error, its supervisor
 /// (supervisor_actor.hpp) revokes the communicator for the lost member.
-/// Reading, writing and judging the peer is the engine's; the link actor
-/// only decides when to look and what to do about a lost connection.
+///
+/// Its state keeps the peer's link (collectives/engine/peer_link.hpp: the
+/// channel, with heartbeats, CRC NACK and retransmit and resume; the chunks
+/// held for ops not started yet; the peer's point-to-point messages, matched
+/// to this rank's receives by tag); the engine reaches the peer
+/// through its reference to that link, in its leader only, and judges it
+/// there. It runs on the communicator's driving unit (driving_unit.hpp);
+/// its timer comes from CAF's clock, and its tick only runs a pass when it
+/// gets the engine's lead, so whichever thread runs it, the channel is
+/// moved by the leader.
 
+#include "actors/driving_unit.hpp"
 #include "actors/messages.hpp"
+#include "collectives/engine/peer_link.hpp"
 
 #include <chrono>
 
@@ -38,8 +48,11 @@ struct link_init {
   /// MCCL_RECONNECT_MS, capped at MCCL_TIMEOUT_MS; 0 or no resumer: never.
   std::chrono::milliseconds reconnect{0};
   std::shared_ptr<transport::resumer> resumer;
+  /// The peer's link, kept while the actor lives.
+  std::shared_ptr<peer_link> link;
 };
 
-link_handle spawn_link_actor(caf::actor_system& sys, link_init init);
+/// Spawns it on `unit`: its first run is the unit's next drain.
+link_handle spawn_link_actor(driving_unit& unit, link_init init);
 
 } // namespace mccl::actors

@@ -17,10 +17,14 @@
 ///     actors at finalize;
 ///   progress (one per communicator, progress_actor.hpp): drives the
 ///     engine on CAF workers when no thread does;
-///   link (one per peer, link_actor.hpp): the connection's lifecycle:
-///     heartbeats while idle, re-establishing a lost connection, exiting
-///     with the reason when it cannot or when the engine found its peer
-///     lost;
+///   link (one per peer, link_actor.hpp, on the driving unit): keeps the
+///     peer's link (its channel: frames, heartbeats, CRC NACK and
+///     retransmit, resume; the chunks held for ops not started yet; the
+///     peer's point-to-point messages, matched to receives by tag),
+///     which the engine's leader moves through its reference; and the
+///     connection's lifecycle: heartbeats while idle, re-establishing a
+///     lost connection, exiting with the reason when it cannot or when the
+///     engine found its peer lost;
 ///   watchdog (one per runtime, watchdog_actor.hpp): the clock of op
 ///     deadlines and liveness verdicts.
 

@@ -19,6 +19,9 @@
 ///   and keep_alive() queues a heartbeat on a direction idle for half an
 ///   interval.
 ///
+/// Owned by the peer's link (collectives/engine/peer_link.hpp), which the
+/// peer's link actor keeps.
+///
 /// Threading: one thread at a time (the engine's leader) calls everything
 /// except the constructor; listener calls happen on that thread, inside
 /// progress() or the call that caused them. Never blocks.

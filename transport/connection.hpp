@@ -4,11 +4,13 @@
 /// (shm/: two rings beside the pair's TCP socket, which carries wake-ups),
 /// the simulated networks (sim/) and the fault decorator over any of them
 /// (fault/) implement it; RDMA (rdma/) is only probed, with no data path
-/// yet. Everything above it (the channel, channel.hpp, and the engine,
-/// collectives/engine/engine.hpp) sees only this interface.
+/// yet. Everything above it (the channel, channel.hpp, which the peer's
+/// link owns, collectives/engine/peer_link.hpp, kept by the peer's link
+/// actor, actors/link_actor.hpp) sees only this interface.
 ///
 /// Threading: one thread at a time drives a connection (calls read_some,
-/// write_some, notify_when_ready, poll_fd): the engine's leader. close()
+/// write_some, notify_when_ready, poll_fd): the engine's leader, through
+/// the peer's link. close()
 /// and description() may be called from any thread. Nothing here ever
 /// blocks, in the manner of NCCL's net plugin and Gloo's pair: a call does
 /// what it can now and says how much.

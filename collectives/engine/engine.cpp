@@ -42,8 +42,7 @@ engine::engine(engine_options opts, std::vector<transport::connection_ptr> conns
   knock_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (knock_fd_ < 0)
     throw error(errc::internal, std::string("engine: eventfd: ") + std::strerror(errno));
-  channels_.resize(static_cast<std::size_t>(opts_.world));
-  matchers_.resize(static_cast<std::size_t>(opts_.world));
+  links_.resize(static_cast<std::size_t>(opts_.world));
   queued_flag_.assign(static_cast<std::size_t>(opts_.world), 0);
   awaited_.assign(static_cast<std::size_t>(opts_.world), 0);
   // The largest data frame a peer sends: a pipelining chunk, or a whole
@@ -67,7 +66,9 @@ engine::engine(engine_options opts, std::vector<transport::connection_ptr> conns
     co.recorder = opts_.faults;
     co.counters = metrics_registry::register_link(opts_.comm_id, opts_.rank, peer);
     transport::channel_listener& self = *this;
-    channels_[peer] = std::make_unique<transport::channel>(co, std::move(conns[peer]), self, now_);
+    links_[peer] = std::make_shared<peer_link>(co, std::move(conns[peer]), self, now_);
+    if (opts_.links)
+      opts_.links->adopt(peer, links_[peer]); // the peer's link actor keeps it
   }
   if (opts_.scenario) {
     chunk_faults_ = chunk_faults::make(*opts_.scenario, opts_.rank, opts_.faults, now_);
@@ -76,9 +77,13 @@ engine::engine(engine_options opts, std::vector<transport::connection_ptr> conns
 }
 
 engine::~engine() {
-  for (auto& c : channels_)
-    if (c)
+  // A link actor may keep its link a little longer: nothing in it may
+  // still point at the engine's memory or the pool.
+  for (auto& c : links_)
+    if (c) {
       c->close();
+      c->drop_early();
+    }
   if (knock_fd_ >= 0)
     ::close(knock_fd_);
 }
@@ -300,7 +305,7 @@ bool engine::progress(leadership&) {
   }
   // Frames queued since each channel was written (by reading later
   // channels) go out now, not after a wait.
-  for (auto& c : channels_)
+  for (auto& c : links_)
     if (c && c->wants_write() && c->current() == transport::channel::state::open)
       moved |= c->progress(now) > 0;
   settle();
@@ -323,7 +328,7 @@ const std::vector<transport::channel*>& engine::channels_to_visit(clock::time_po
   visit_.clear();
   poll_fds_.clear();
   poll_of_.clear();
-  for (auto& c : channels_) {
+  for (auto& c : links_) {
     if (!c || c->current() != transport::channel::state::open)
       continue;
     c->keep_alive(now);
@@ -417,7 +422,7 @@ bool engine::progress_peers(leadership& l, const std::vector<int>& readable) {
   auto now = opts_.now();
   bool moved = begin_pass(now);
   auto visit = [&](int peer) {
-    auto& c = channels_[static_cast<std::size_t>(peer)];
+    auto& c = links_[static_cast<std::size_t>(peer)];
     if (c && c->current() == transport::channel::state::open) {
       moved |= c->progress(now) > 0;
       settle();
@@ -431,7 +436,7 @@ bool engine::progress_peers(leadership& l, const std::vector<int>& readable) {
   for (int peer : queued) {
     queued_flag_[static_cast<std::size_t>(peer)] = 0;
     visit(peer);
-    const auto& c = channels_[static_cast<std::size_t>(peer)];
+    const auto& c = links_[static_cast<std::size_t>(peer)];
     if (c && c->wants_write() && c->current() == transport::channel::state::open)
       note_queued(peer);
   }
@@ -467,7 +472,7 @@ void engine::drain_inbox() {
         begin_revoke(c.peer, c.text);
         break;
       case command::kind::resume: {
-        auto& ch = channels_[static_cast<std::size_t>(c.peer)];
+        auto& ch = links_[static_cast<std::size_t>(c.peer)];
         if (!ch || ch->current() != transport::channel::state::resuming) {
           if (c.conn)
             c.conn->close();
@@ -504,7 +509,7 @@ engine::clock::time_point engine::next_due(leadership& l) const {
     due = std::min(due, chunk_faults_->next_due()); // a delayed chunk is passed on by a pass
   // A channel with bytes queued waits for writability, not for a time (its
   // heartbeat is queued behind them anyway).
-  for (const auto& c : channels_)
+  for (const auto& c : links_)
     if (c && c->current() == transport::channel::state::open && !c->wants_write())
       due = std::min(due, c->last_tx() + opts_.cfg.heartbeat / 2);
   return due;
@@ -517,10 +522,10 @@ void engine::wait(leadership&, clock::time_point until) {
     return;
   }
   std::vector<pollfd> fds;
-  fds.reserve(channels_.size() + 1);
+  fds.reserve(links_.size() + 1);
   fds.push_back(pollfd{knock_fd_, POLLIN, 0});
   bool every_fd = true;
-  for (const auto& c : channels_) {
+  for (const auto& c : links_) {
     if (!c || c->current() != transport::channel::state::open)
       continue;
     int fd = c->conn()->poll_fd();
@@ -536,7 +541,7 @@ void engine::wait(leadership&, clock::time_point until) {
     // is polled.
     fds.resize(1);
     int fd = knock_fd_;
-    for (const auto& c : channels_) {
+    for (const auto& c : links_) {
       if (!c || c->current() != transport::channel::state::open)
         continue;
       auto ring = [fd] {
@@ -559,7 +564,7 @@ void engine::wait(leadership&, clock::time_point until) {
 }
 
 void engine::arm(leadership&, const std::function<void()>& wake) {
-  for (const auto& c : channels_) {
+  for (const auto& c : links_) {
     if (!c || c->current() != transport::channel::state::open)
       continue;
     c->conn()->notify_when_ready(false, wake);
@@ -593,12 +598,12 @@ void engine::shutdown(leadership& l, uint64_t issued, clock::time_point deadline
   // it again); then BYE, which is the last thing a peer reads from us.
   auto flush = [&](bool acks) {
     for (;;) {
-      for (auto& c : channels_)
+      for (auto& c : links_)
         if (c)
           c->ack_now(); // the peer waits for them too
       bool moved = progress(l);
       bool pending = false;
-      for (auto& c : channels_)
+      for (auto& c : links_)
         if (c && c->current() == transport::channel::state::open)
           pending |= c->wants_write() || (acks && c->unacked_frames() > 0);
       if (!pending || opts_.now() >= deadline)
@@ -608,17 +613,18 @@ void engine::shutdown(leadership& l, uint64_t issued, clock::time_point deadline
     }
   };
   flush(opts_.cfg.transport_crc);
-  for (auto& c : channels_)
+  for (auto& c : links_)
     if (c)
       c->send_bye(issued);
   flush(false);
-  for (auto& c : channels_)
+  for (auto& c : links_)
     if (c)
       c->close();
 }
 
 bool engine::has_unclaimed_message(int peer, uint32_t tag) const {
-  return peer >= 0 && peer < opts_.world && matchers_[peer].has_unclaimed(tag);
+  const auto* m = matcher_of(peer);
+  return m && m->has_unclaimed(tag);
 }
 
 std::vector<engine::op_status> engine::running_ops() const {
@@ -641,7 +647,7 @@ std::vector<engine::op_status> engine::running_ops() const {
 }
 
 std::string engine::peer_name(int peer) const {
-  const auto& c = channels_[static_cast<std::size_t>(peer)];
+  const auto& c = links_[static_cast<std::size_t>(peer)];
   return c ? c->name() : "rank " + std::to_string(peer);
 }
 

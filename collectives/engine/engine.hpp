@@ -1,6 +1,8 @@
 #pragma once
-/// The engine: mccl's one data plane. One per communicator. It owns a
-/// channel per peer (transport/channel.hpp) and the ops in flight, each an
+/// The engine: mccl's one data plane. One per communicator. It reaches each
+/// peer through that peer's link (peer_link.hpp: its channel and the chunks
+/// held for ops not started yet), which the peer's link actor keeps, and
+/// owns the ops in flight, each an
 /// op session (op_session.hpp) hosting its algorithm, and moves every op of
 /// every kind (collectives, custom collectives, send and receive, with or
 /// without CRC, under fault scenarios) over every transport the same way.
@@ -21,16 +23,17 @@
 /// (admit()).
 ///
 /// What it decides itself, in the leader: routing each frame to its op (or
-/// keeping it for an op not started yet), point-to-point matching, when a
-/// peer's frames are all in, failing every op and sending ABORT to every
-/// peer once one op fails, heartbeats on directions idle for half an
-/// interval. A lost peer is a finding it reports instead of acting on it:
-/// it marks the communicator revoked and tells the listener
-/// (peer_failed: the peer's link actor exits, and the supervisor revokes
-/// through post_member_lost), acting alone only after supervisor_window.
-/// What it is told by the control plane: start this op, abort, revoke, a
-/// member is lost, check deadlines and liveness now (the watchdog's
-/// clock), use this new connection (the link actor's reconnect).
+/// to its link, which keeps it for an op not started yet), point-to-point
+/// matching (run on each link's matcher), when a peer's frames are all in,
+/// failing every op and sending ABORT to every peer once one op fails,
+/// heartbeats on directions idle for half an interval. A lost peer is a
+/// finding it reports instead of acting on it: it marks the communicator
+/// revoked and tells the listener (peer_failed: the peer's link actor
+/// exits, and the supervisor revokes through post_member_lost), acting
+/// alone only after supervisor_window. What it is told by the control
+/// plane: start this op, abort, revoke, a member is lost, check deadlines
+/// and liveness now (the watchdog's clock), use this new connection (the
+/// link actor's reconnect).
 ///
 /// Completions run after the leader has let go of the engine, on that
 /// thread, never while it is held: a Work's callback may issue the next op.
@@ -40,6 +43,7 @@
 #include "collectives/observability/trace.hpp"
 #include "collectives/engine/op.hpp"
 #include "collectives/engine/op_runner.hpp"
+#include "collectives/engine/peer_link.hpp"
 #include "collectives/engine/p2p_matcher.hpp"
 #include <mccl/config.hpp>
 #include "transport/buffer_pool.hpp"
@@ -122,6 +126,9 @@ struct engine_options {
   /// Who runs the ops' state machines (op_runner.hpp): the communicator's
   /// op actors; null: in place (direct_runners).
   op_runners* runners = nullptr;
+  /// Who keeps the links (peer_link.hpp) besides the engine: the
+  /// communicator's link actors; null: the engine alone.
+  link_hosts* links = nullptr;
   /// The clock of every time the engine keeps (heartbeats, deadlines,
   /// silences); a deterministic test passes its virtual one.
   std::function<std::chrono::steady_clock::time_point()> now = [] {
@@ -381,6 +388,12 @@ private:
   /// receive is posted with its peer's matcher on the way.
   std::vector<transport::received_frame> take_early(engine_op& op);
   void deliver_matches(std::vector<p2p_matcher::match>& matches);
+  /// The matcher of `peer`'s link; null when this rank has no link to it.
+  p2p_matcher* matcher_of(int peer) const noexcept {
+    return peer >= 0 && peer < opts_.world && links_[static_cast<std::size_t>(peer)]
+             ? &links_[static_cast<std::size_t>(peer)]->matcher()
+             : nullptr;
+  }
   /// From an op's session: queue one data frame for `peer`.
   void send_frame(engine_op& op, int peer, const wire::frame_header& h, const uint8_t* data,
                   std::size_t len);
@@ -407,8 +420,9 @@ private:
   direct_runners direct_runners_;
   op_runners* runners_; ///< opts_.runners, or &direct_runners_
   std::shared_ptr<const std::vector<int>> host_of_; ///< opts_.cfg.host_of, shared with every op
-  std::vector<std::unique_ptr<transport::channel>> channels_; ///< by rank
-  std::vector<p2p_matcher> matchers_;                         ///< by rank
+  /// By rank: references to the links, which the link actors keep
+  /// (engine_options::links); null at this rank.
+  std::vector<std::shared_ptr<peer_link>> links_;
   /// Peers whose channels got frames to send since progress_peers() last
   /// visited them (listed once: queued_flag_), or all of them after an
   /// abort queued one to every peer.
@@ -459,8 +473,9 @@ private:
   std::deque<std::pair<op_ptr, std::size_t>> held_;
   /// Bytes (selection bytes) of the collectives running now.
   std::size_t running_bytes_ = 0;
-  std::map<uint64_t, std::vector<transport::received_frame>> early_; ///< by seq
+  /// Chunks held by the links for collectives not started yet (peer_link::hold_early).
   std::size_t early_bytes_ = 0;
+  std::size_t early_frames_ = 0;
   /// The scenario's chunk faults for this rank; null (the rule) when none.
   std::unique_ptr<chunk_faults> chunk_faults_;
   chunk_faults::pass_fn route_fn_; ///< route(), for chunk_faults_

@@ -160,9 +160,12 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
     return;
   if (op->kind == op_kind::recv) {
     auto peer = op->root;
-    auto waiting = matchers_[peer].waiting_receivers();
-    bool unmatched = std::find(waiting.begin(), waiting.end(), op->id) != waiting.end();
-    const auto& ch = channels_[peer];
+    bool unmatched = true; // without a link, nothing ever matches it
+    if (const auto* m = matcher_of(peer)) {
+      auto waiting = m->waiting_receivers();
+      unmatched = std::find(waiting.begin(), waiting.end(), op->id) != waiting.end();
+    }
+    const auto& ch = links_[peer];
     if (unmatched && !eo.reported() && (!ch || ch->current() == transport::channel::state::closed))
       fail(eo, errc::peer_lost, "rank " + std::to_string(peer) + " sent no message with tag "
                                  + std::to_string(op->tag) + " before its link closed");
@@ -177,8 +180,10 @@ std::vector<transport::received_frame> engine::take_early(engine_op& op) {
     // A receive is posted with its peer's matcher here (later frames for its
     // tag are routed to it) and takes the message the matcher kept for that
     // tag, if any; the post may also match earlier receives, which get
-    // theirs as usual.
-    for (auto& m : matchers_[request.root].post(request.tag, request.id)) {
+    // theirs as usual. (Without a link to the peer start() fails it.)
+    auto* matcher = matcher_of(request.root);
+    auto posted = matcher ? matcher->post(request.tag, request.id) : std::vector<p2p_matcher::match>{};
+    for (auto& m : posted) {
       if (m.receiver != request.id) {
         std::vector<p2p_matcher::match> others{std::move(m)};
         deliver_matches(others);
@@ -188,12 +193,12 @@ std::vector<transport::received_frame> engine::take_early(engine_op& op) {
         frames.push_back(std::move(f));
     }
   } else if (!is_p2p(request.kind)) {
-    auto i = early_.find(request.seq);
-    if (i != early_.end()) {
-      frames = std::move(i->second);
-      early_.erase(i);
-      for (const auto& f : frames)
-        early_bytes_ -= f.header.payload_len;
+    // Each link holds what its peer sent ahead of us (route()).
+    if (early_frames_ > 0) {
+      for (auto& link : links_)
+        if (link)
+          early_bytes_ -= link->take_early(request.seq, frames);
+      early_frames_ -= frames.size();
     }
   }
   if (opts_.trace)
@@ -248,7 +253,7 @@ void engine::route(transport::received_frame f) {
   auto seq = f.header.seq;
   if (f.header.flags & wire::flag_p2p) {
     std::vector<p2p_matcher::match> matched;
-    auto receiver = matchers_[peer].on_frame(f, &matched);
+    auto receiver = links_[static_cast<std::size_t>(peer)]->matcher().on_frame(f, &matched);
     if (receiver != 0) {
       // A receive that ended ignores it, as a collective does, and counts
       // it when it looks for copies (op_session::drop_duplicates).
@@ -266,16 +271,19 @@ void engine::route(transport::received_frame f) {
     return deliver(*r->second, f);
   if (seq < next_start_seq_)
     return; // a frame of an op that ended here (a retransmitted copy): nobody wants it
-  // The peer is ahead of us: keep the chunk until our op with this seq starts.
+  // The peer is ahead of us: its link keeps the chunk until our op with
+  // this seq starts.
   early_bytes_ += f.header.payload_len;
-  early_[seq].push_back(std::move(f));
+  ++early_frames_;
+  links_[static_cast<std::size_t>(peer)]->hold_early(std::move(f));
   check_kept(peer, seq, "chunks for ops this rank has not started");
 }
 
 void engine::check_kept(int peer, uint64_t seq, const char* what) {
   auto kept = early_bytes_;
-  for (const auto& m : matchers_)
-    kept += m.kept_bytes();
+  for (const auto& link : links_)
+    if (link)
+      kept += link->matcher().kept_bytes();
   if (kept > max_early_bytes)
     abort(errc::protocol_error, peer_name(peer) + " sent more than 2 GiB of " + what + " (seq "
                                   + std::to_string(seq) + "); are all ranks issuing the same operations?",
@@ -290,7 +298,7 @@ void engine::on_sent(int peer, const transport::frame_ref& ref) {
 
 void engine::send_frame(engine_op& op, int peer, const wire::frame_header& h, const uint8_t* data,
                         std::size_t len) {
-  auto* ch = peer >= 0 && peer < opts_.world ? channels_[peer].get() : nullptr;
+  auto* ch = peer >= 0 && peer < opts_.world ? links_[peer].get() : nullptr;
   if (!ch)
     throw error(errc::internal, "algorithm " + op.algorithm_name() + " sends to rank "
                                   + std::to_string(peer) + ", which has no connection");
@@ -337,7 +345,8 @@ void engine::settle() {
     auto request = op->request;
     if (op->is_p2p()) {
       if (request->kind == op_kind::recv)
-        matchers_[request->root].forget(request->id);
+        if (auto* m = matcher_of(request->root))
+          m->forget(request->id);
     } else {
       routes_.erase(request->seq);
       running_bytes_ -= op->bytes;
@@ -396,13 +405,16 @@ void engine::abort(errc code, const std::string& why, int origin, const std::str
   }
   // Tell every peer, and drop every pointer into ops' memory, before any op
   // completes (a caller may free its buffer once wait() returns).
-  for (auto& c : channels_)
+  for (auto& c : links_)
     if (c)
       c->abort(origin, code, wire_text.empty() ? why : wire_text,
                code == errc::revoked && revoke_decided_.load() ? revoke_point_.load() : 0, revokes);
   queued_to_all_ = true;
-  early_.clear();
+  for (auto& link : links_)
+    if (link)
+      link->drop_early();
   early_bytes_ = 0;
+  early_frames_ = 0;
   if (chunk_faults_)
     chunk_faults_->clear();
   for (auto& [id, op] : ops_)
@@ -449,7 +461,7 @@ void engine::on_peer_bye(int peer, uint64_t issued) {
                                         "collectives?)");
   }
   // Receives still waiting for a message from it never match.
-  for (auto receiver : matchers_[peer].waiting_receivers()) {
+  for (auto receiver : links_[static_cast<std::size_t>(peer)]->matcher().waiting_receivers()) {
     auto o = ops_.find(receiver);
     if (o != ops_.end() && !o->second->reported())
       doomed.emplace_back(o->second.get(), "rank " + std::to_string(peer) + " sent no message with tag "
@@ -522,7 +534,7 @@ void engine::found_lost(int peer, errc code, const std::string& text, bool silen
 void engine::member_lost(int peer, errc code, const std::string& why) {
   if (aborted_ || shut_down_ || peer < 0 || peer >= opts_.world)
     return;
-  auto& ch = channels_[static_cast<std::size_t>(peer)];
+  auto& ch = links_[static_cast<std::size_t>(peer)];
   if (lost_.peer != peer && ch && ch->current() == transport::channel::state::resuming) {
     // Its link was not re-established: the channel fails with why, and the
     // finding that follows (on_down) is this decision.
@@ -559,7 +571,7 @@ void engine::check_health() {
   if (misses == 0 || aborted_ || shut_down_)
     return;
   auto limit = opts_.cfg.heartbeat * misses;
-  for (auto& c : channels_) {
+  for (auto& c : links_) {
     if (!c || c->current() != transport::channel::state::open || now_ - c->last_rx() < limit)
       continue;
     auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now_ - c->last_rx());

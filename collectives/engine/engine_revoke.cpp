@@ -124,7 +124,7 @@ void engine::begin_revoke(int origin, const std::string& reason) {
     origin = revoke_origin_; // whichever revoke this rank heard of first
     text = revoke_reason_;
   }
-  for (auto& c : channels_) {
+  for (auto& c : links_) {
     if (!c)
       continue;
     if (c->current() == transport::channel::state::open && !c->aborted())
