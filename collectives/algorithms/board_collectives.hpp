@@ -7,6 +7,16 @@
 /// reducing in rank order 0..n-1 so every rank computes bit-identical
 /// results (as the one-shot allreduce does over links).
 ///
+/// Allreduces larger than a bank run as "board_rs" on the stage banks
+/// (shm_board::stage_of): in pieces of at most a stage bank, each rank
+/// copies its piece into its stage bank and posts; once every rank has,
+/// rank r reduces share r of every rank's piece (rank order 0..n-1)
+/// into its result bank, which it posts with the next piece; every rank
+/// then copies all shares of the reduced piece out. A reduce-scatter and
+/// an allgather through shared memory, one board op per piece plus one,
+/// no frames; the reduction of each share happens once, on one rank, so
+/// every rank gets the same bits.
+///
 /// Mismatched collectives are named as over links: a peer that posted
 /// another op, or issued another collective at this seq on any path,
 /// fails the op with errc::desync on the rank that sees it.
@@ -22,6 +32,43 @@ namespace mccl {
 
 /// Whether `op` runs on a board of `slot_bytes` per rank among `world` ranks.
 bool fits_board(const op_request& op, int world, std::size_t slot_bytes) noexcept;
+
+/// The largest allreduce the built-in table puts on board_rs (above it:
+/// the engine's table).
+constexpr std::size_t board_rs_table_bytes = std::size_t{1} << 20;
+/// An allreduce that fits the banks still takes board_rs once all ranks'
+/// inputs together reach this: on the banks every rank reads and reduces
+/// all of them, on board_rs a 1/world share, for one more flag round. At
+/// 32 ranks the banks took 27 us for 4 KiB and 75-90 us for 16 KiB
+/// (docs/performance.md, "32 ranks on one host against Open MPI"), about
+/// 10 us a round and the rest the reads: from 8 KiB at 32 ranks (16 KiB
+/// at 16) the reads cost more than the round.
+constexpr std::size_t board_rs_from_total_bytes = std::size_t{256} << 10;
+
+/// Where `op` runs among `world` ranks of one host with a board of
+/// `slot_bytes` banks and `stage_bytes` stage banks (0: none): "board",
+/// "board_rs", or "" (the engine). An allreduce takes board_rs when it is
+/// larger than the banks or its world's inputs reach
+/// board_rs_from_total_bytes, up to board_rs_table_bytes. `named` is what MCCL_ALGO names for the
+/// op at its size ("": nothing): a name other than board_rs keeps the op in
+/// the engine; board_rs puts every allreduce there when there is a stage.
+/// The same on every rank: it reads the op and settings every rank shares.
+std::string board_algorithm(const op_request& op, int world, std::size_t slot_bytes, std::size_t stage_bytes,
+                            const std::string& named);
+
+/// Board ops an allreduce of `count` elements of `elem` bytes takes on
+/// board_rs with stage banks of `stage_bytes`: a piece per stage bank's
+/// worth, plus one.
+uint64_t board_rs_ops(std::size_t count, std::size_t elem, std::size_t stage_bytes) noexcept;
+
+/// The elements [first, first + count) of a piece of `count` elements that
+/// rank `r` of `world` reduces: ceil(count / world) rounded up to 64
+/// bytes' worth, the last ranks' shares shorter or empty.
+struct board_share {
+  std::size_t first = 0;
+  std::size_t count = 0;
+};
+board_share board_rs_share(std::size_t count, std::size_t elem, int world, int r) noexcept;
 
 /// The board tag of a collective (its signature).
 transport::board_tag board_tag_of(const op_request& op, int world) noexcept;
@@ -53,5 +100,9 @@ struct board_call {
 
 /// Runs `op` (fits_board) to its end; never throws.
 board_outcome run_on_board(const op_request& op, const board_call& call);
+
+/// Runs allreduce `op` as board_rs (the board has stage banks) over board
+/// ops call.n .. call.n + board_rs_ops() - 1; never throws.
+board_outcome run_board_rs(const op_request& op, const board_call& call);
 
 } // namespace mccl
