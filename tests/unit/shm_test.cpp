@@ -613,8 +613,9 @@ TEST(BoardRs, SharesCoverEveryPieceOnceAndFitTheResultBank) {
             auto s = mccl::board_rs_share(count, elem, world, r);
             ASSERT_EQ(s.first, s.count > 0 ? next : s.first) << "world " << world << " count " << count;
             ASSERT_LE(s.count * elem, shm_board::result_bytes(world, stage));
-            if (s.count > 0)
+            if (s.count > 0) {
               ASSERT_EQ(s.first * elem % 64, 0u) << "a share starts on a cache line";
+            }
             next = s.first + s.count;
           }
           ASSERT_EQ(next, count) << "elem " << elem << " world " << world << " count " << count;

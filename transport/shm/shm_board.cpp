@@ -87,14 +87,11 @@ std::size_t shm_board::segment_bytes(int world, std::size_t slot_bytes, std::siz
 
 shm_board::shm_board(shm_segment segment, int world, int rank, std::size_t slot_bytes, std::size_t stage_bytes)
   : segment_(std::move(segment)), world_(world), rank_(rank), slot_bytes_(slot_bytes), stage_bytes_(stage_bytes),
-    result_bytes_(result_bytes(world, stage_bytes)), oversubscribed_(world > usable_cpus()) {}
-
-std::size_t shm_board::slot_stride() const noexcept {
-  return stride_of(slot_bytes_, stage_bytes_, result_bytes_);
-}
+    result_bytes_(result_bytes(world, stage_bytes)), stride_(stride_of(slot_bytes, stage_bytes, result_bytes_)),
+    stage_offset_(round_up(slot_header_bytes + 2 * slot_bytes, 4096)), oversubscribed_(world > usable_cpus()) {}
 
 shm_board::slot& shm_board::slot_of(int r) const noexcept {
-  auto* at = segment_.data() + 64 + static_cast<std::size_t>(r) * slot_stride();
+  auto* at = segment_.data() + 64 + static_cast<std::size_t>(r) * stride_;
   return *reinterpret_cast<slot*>(at);
 }
 
@@ -103,8 +100,7 @@ uint8_t* shm_board::bank_of(int r, uint64_t n) const noexcept {
 }
 
 uint8_t* shm_board::stage_of(int r, uint64_t n) const noexcept {
-  auto first = round_up(slot_header_bytes + 2 * slot_bytes_, 4096);
-  return reinterpret_cast<uint8_t*>(&slot_of(r)) + first + (n & 1) * stage_bytes_;
+  return reinterpret_cast<uint8_t*>(&slot_of(r)) + stage_offset_ + (n & 1) * stage_bytes_;
 }
 
 uint8_t* shm_board::result_of(int r, uint64_t n) const noexcept {

@@ -105,7 +105,6 @@ private:
   struct slot;
   slot& slot_of(int r) const noexcept;
   uint8_t* bank_of(int r, uint64_t n) const noexcept;
-  std::size_t slot_stride() const noexcept;
 
   shm_segment segment_;
   int world_;
@@ -113,6 +112,8 @@ private:
   std::size_t slot_bytes_;
   std::size_t stage_bytes_;
   std::size_t result_bytes_;
+  std::size_t stride_;       ///< one slot with its banks
+  std::size_t stage_offset_; ///< the first stage bank, from its slot
   bool oversubscribed_; ///< more ranks than the CPUs this process may use
 };
 
