@@ -296,11 +296,13 @@ const setting_def setting_table[] = {
      cfg.shm_board_bytes = parse_bytes(text, 0, mib);
    }},
   {"MCCL_SHM_STAGE_BYTES", "256K", "0, or a multiple of 4K between 4K and 64M (suffixes K, M, G; e.g. 256K)",
-   "When every rank is on one host and the board is on: each rank's share of the board for "
-   "allreduces larger than MCCL_SHM_BOARD_BYTES (algorithm board_rs: every rank stages its input, "
-   "reduces one slice of everyone's, and copies the reduced whole out); larger inputs go through "
-   "in pieces of this size. Costs 2x this (and a little more) of shared memory per rank, once per "
-   "communicator; 0: no stage, such allreduces go over the links. Every rank must use the same value.",
+   "When every rank is on one host and the board is on: each rank's stage on the board for "
+   "allreduces above MCCL_SHM_BOARD_BYTES up to 1M, or whose ranks' inputs add up to 256K or more "
+   "(algorithm board_rs: every rank stages its input, reduces one slice of everyone's and copies "
+   "the reduced whole out; MCCL_ALGO=allreduce=board_rs: every size). Inputs larger than this go "
+   "through in pieces of this size. Costs a little over 2x this of shared memory per rank and "
+   "communicator (taken as first used); 0: no stage, such allreduces go over the links. "
+   "Every rank must use the same value.",
    [](config& cfg, const std::string& text) {
      auto bytes = parse_bytes(text, 0, 64 * mib);
      if (bytes != 0 && (bytes < 4 * kib || bytes % (4 * kib) != 0))
