@@ -49,10 +49,11 @@ constexpr std::size_t board_rs_from_total_bytes = std::size_t{256} << 10;
 /// `slot_bytes` banks and `stage_bytes` stage banks (0: none): "board",
 /// "board_rs", or "" (the engine). An allreduce takes board_rs when it is
 /// larger than the banks or its world's inputs reach
-/// board_rs_from_total_bytes, up to board_rs_table_bytes. `named` is what MCCL_ALGO names for the
-/// op at its size ("": nothing): a name other than board_rs keeps the op in
-/// the engine; board_rs puts every allreduce there when there is a stage.
-/// The same on every rank: it reads the op and settings every rank shares.
+/// board_rs_from_total_bytes, up to board_rs_table_bytes. `named` is what
+/// MCCL_ALGO names for the op at its size ("": nothing): a name other than
+/// board_rs keeps the op in the engine; board_rs puts every allreduce
+/// there when there is a stage. The same on every rank: it reads the op
+/// and settings every rank shares.
 std::string board_algorithm(const op_request& op, int world, std::size_t slot_bytes, std::size_t stage_bytes,
                             const std::string& named);
 
@@ -101,8 +102,8 @@ struct board_call {
 /// Runs `op` (fits_board) to its end; never throws.
 board_outcome run_on_board(const op_request& op, const board_call& call);
 
-/// Runs allreduce `op` as board_rs (the board has stage banks) over board
-/// ops call.n .. call.n + board_rs_ops() - 1; never throws.
+/// Runs allreduce `op` as board_rs (the board has stage banks, world >= 2)
+/// over board ops call.n .. call.n + board_rs_ops() - 1; never throws.
 board_outcome run_board_rs(const op_request& op, const board_call& call);
 
 } // namespace mccl
