@@ -117,11 +117,10 @@ std::string board_algorithm(const op_request& op, int world, std::size_t slot_by
   bool stageable = op.kind == op_kind::allreduce && !op.is_v() && stage_bytes > 0;
   if (!named.empty())
     return named == "board_rs" && stageable ? "board_rs" : "";
-  bool staged = stageable && op.bytes() <= board_rs_table_bytes;
   if (fits_board(op, world, slot_bytes)
-      && !(staged && op.bytes() * static_cast<std::size_t>(world) >= board_rs_from_total_bytes))
+      && !(stageable && op.bytes() * static_cast<std::size_t>(world) >= board_rs_from_total_bytes))
     return "board";
-  return staged ? "board_rs" : "";
+  return stageable ? "board_rs" : "";
 }
 
 uint64_t board_rs_ops(std::size_t count, std::size_t elem, std::size_t stage_bytes) noexcept {

@@ -33,23 +33,24 @@ namespace mccl {
 /// Whether `op` runs on a board of `slot_bytes` per rank among `world` ranks.
 bool fits_board(const op_request& op, int world, std::size_t slot_bytes) noexcept;
 
-/// The largest allreduce the built-in table puts on board_rs (above it:
-/// the engine's table).
-constexpr std::size_t board_rs_table_bytes = std::size_t{1} << 20;
 /// An allreduce that fits the banks still takes board_rs once all ranks'
 /// inputs together reach this: on the banks every rank reads and reduces
-/// all of them, on board_rs a 1/world share, for one more flag round. At
-/// 32 ranks the banks took 27 us for 4 KiB and 75-90 us for 16 KiB
-/// (docs/performance.md, "32 ranks on one host against Open MPI"), about
-/// 10 us a round and the rest the reads: from 8 KiB at 32 ranks (16 KiB
-/// at 16) the reads cost more than the round.
-constexpr std::size_t board_rs_from_total_bytes = std::size_t{256} << 10;
+/// all of them, on board_rs a 1/world share, for one more flag round.
+/// Measured on the 64-core machine (docs/performance.md, "Allreduce on the
+/// host board's stage"): board_rs took 10-14 us against the banks' 15-29 us
+/// at 16 KiB on 4 and 8 ranks (64 and 128 KiB in all), 12 against 19 us at
+/// 4 KiB on 16 ranks, and tied at 32 KiB in all (2 ranks at 16 KiB, 8 ranks
+/// at 4 KiB).
+constexpr std::size_t board_rs_from_total_bytes = std::size_t{64} << 10;
 
 /// Where `op` runs among `world` ranks of one host with a board of
 /// `slot_bytes` banks and `stage_bytes` stage banks (0: none): "board",
 /// "board_rs", or "" (the engine). An allreduce takes board_rs when it is
 /// larger than the banks or its world's inputs reach
-/// board_rs_from_total_bytes, up to board_rs_table_bytes. `named` is what
+/// board_rs_from_total_bytes, at any size: on one host it beat the
+/// engine's best (direct, rabenseifner) from 2 to 32 ranks up to 64 MiB,
+/// reading each input once where the links copy it through a ring twice.
+/// `named` is what
 /// MCCL_ALGO names for the op at its size ("": nothing): a name other than
 /// board_rs keeps the op in the engine; board_rs puts every allreduce
 /// there when there is a stage. The same on every rank: it reads the op

@@ -257,7 +257,7 @@ TEST(ConfigEnv, ShmRingBytes) {
   EXPECT_EQ(resolve_env({{"MCCL_SHM_RING_BYTES", "8M"}}).shm_ring_bytes, 8u << 20);
   EXPECT_EQ(resolve_env({}).shm_board_bytes, 16u << 10);
   EXPECT_EQ(resolve_env({{"MCCL_SHM_BOARD_BYTES", "0"}}).shm_board_bytes, 0u);
-  EXPECT_EQ(resolve_env({}).shm_stage_bytes, 256u << 10);
+  EXPECT_EQ(resolve_env({}).shm_stage_bytes, 1u << 20);
   EXPECT_EQ(resolve_env({{"MCCL_SHM_STAGE_BYTES", "0"}}).shm_stage_bytes, 0u);
   EXPECT_EQ(resolve_env({{"MCCL_SHM_STAGE_BYTES", "4K"}}).shm_stage_bytes, 4u << 10);
   EXPECT_EQ(resolve_env({{"MCCL_SHM_STAGE_BYTES", "64M"}}).shm_stage_bytes, 64u << 20);

@@ -620,8 +620,9 @@ TEST(BoardRs, SharesCoverEveryPieceOnceAndFitTheResultBank) {
           }
           ASSERT_EQ(next, count) << "elem " << elem << " world " << world << " count " << count;
         }
-  // 64 ranks with the default banks and stage: one segment of under 40 MiB.
-  EXPECT_LT(shm_board::segment_bytes(64, 16384, 262144), std::size_t{40} << 20);
+  // 64 ranks with the default banks and stage (1 MiB): one segment of
+  // under 140 MiB, taken only as ranks first write it.
+  EXPECT_LT(shm_board::segment_bytes(64, 16384, std::size_t{1} << 20), std::size_t{140} << 20);
   EXPECT_EQ(mccl::board_rs_ops(0, 4, 4096), 1u);
   EXPECT_EQ(mccl::board_rs_ops(1024, 4, 4096), 2u);
   EXPECT_EQ(mccl::board_rs_ops(1025, 4, 4096), 3u);
@@ -630,24 +631,27 @@ TEST(BoardRs, SharesCoverEveryPieceOnceAndFitTheResultBank) {
 TEST(BoardRs, TheTableTakesItAboveTheBanksOrForManyRanksAndMcclAlgoForcesIt) {
   mccl::op_request op;
   op.type = dtype::float32;
-  op.count = 1024; // 4 KiB: the banks
+  op.count = 1024; // 4 KiB: the banks up to 8 ranks (32 KiB in all)
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "board");
-  EXPECT_EQ(mccl::board_algorithm(op, 32, 16384, 262144, ""), "board");
-  op.count = 2048; // 8 KiB: on 32 ranks, 256 KiB in all
-  EXPECT_EQ(mccl::board_algorithm(op, 16, 16384, 262144, ""), "board");
+  EXPECT_EQ(mccl::board_algorithm(op, 8, 16384, 262144, ""), "board");
+  EXPECT_EQ(mccl::board_algorithm(op, 16, 16384, 262144, ""), "board_rs") << "64 KiB in all";
   EXPECT_EQ(mccl::board_algorithm(op, 32, 16384, 262144, ""), "board_rs");
   EXPECT_EQ(mccl::board_algorithm(op, 32, 16384, 0, ""), "board") << "no stage: the banks";
-  op.count = 16384; // 64 KiB
+  op.count = 4096; // 16 KiB: 2 ranks keep the banks, 4 take the stage
+  EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, ""), "board");
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "board_rs");
+  op.count = 16384; // 64 KiB
+  EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, ""), "board_rs");
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 0, ""), "") << "no stage: the engine";
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, "ring"), "") << "MCCL_ALGO names another";
+  op.count = std::size_t{16} << 20; // 64 MiB: still the stage, in pieces
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "board_rs");
   op.count = 1024;
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, "board_rs"), "board_rs") << "named: every size";
-  op.count = mccl::board_rs_table_bytes / 4 + 1;
-  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "");
   op.kind = mccl::op_kind::broadcast;
   op.count = 16384;
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, "board_rs"), "");
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "") << "only allreduce has a stage";
 }
 
 TEST(BoardRs, EveryDtypeAndReductionGivesTheRankOrderBitsOn2348Ranks) {
