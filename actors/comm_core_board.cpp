@@ -24,7 +24,8 @@ std::string comm_core::board_algorithm_for(const op_request& op) const {
   std::string named;
   if (kind < algo_named_.size() && algo_named_[kind])
     named = algo_for(init_.cfg.algo, to_string(op.kind), op.selection_bytes(init_.world));
-  return board_algorithm(op, init_.world, board->slot_bytes(), board->stage_bytes(), named);
+  return board_algorithm(op, init_.world, board->slot_bytes(), board->stage_bytes(), init_.cfg.inline_bytes,
+                         named);
 }
 
 void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work, const std::string& algorithm) {
