@@ -150,8 +150,9 @@ void comm_core::submit(op_ptr op, const std::shared_ptr<work_state>& work) {
   // communicator) runs under MCCL_TIMEOUT_MS.
   if (op->timeout.count() <= 0)
     op->timeout = init_.cfg.timeout;
-  if (takes_board(*op))
-    return run_on_board(op, work);
+  auto on_board = board_algorithm_for(*op);
+  if (!on_board.empty())
+    return run_on_board(op, work, on_board);
   op->background = op_thread_ && bytes <= init_.cfg.op_thread_bytes ? driver_kind::op_thread
                                                                       : driver_kind::actor;
   // A small collective runs to its end here: no thread hand-off at all.
@@ -355,7 +356,7 @@ bool comm_core::status(std::vector<engine::op_status>& out, std::chrono::millise
       engine::op_status s;
       s.op = describe(*board_op_);
       s.seq = board_op_->seq;
-      s.algorithm = "board";
+      s.algorithm = board_op_algorithm_;
       s.where = "on the host's shared-memory board, waiting for every rank to arrive";
       s.running_ms = std::chrono::duration<double, std::milli>(clock::now() - board_op_started_).count();
       out.push_back(std::move(s));

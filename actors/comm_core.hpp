@@ -168,10 +168,11 @@ private:
   /// This host's ranks of the communicator, this one included (all of
   /// them when the host of each is not known).
   int ranks_on_this_host() const;
-  /// True when `op` runs on the host board (and not in the engine).
-  bool takes_board(const op_request& op) const;
+  /// The board algorithm that runs `op` ("board", "board_rs"), or ""
+  /// when it runs in the engine.
+  std::string board_algorithm_for(const op_request& op) const;
   /// Runs a board op on this thread to its end (comm_core_board.cpp).
-  void run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work);
+  void run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work, const std::string& algorithm);
   /// A board op completed here: while the communicator is being revoked,
   /// whether it stands (nothing) or fails (errc::revoked), once the ranks
   /// agreed on the revoke point.
@@ -212,6 +213,7 @@ private:
   /// The op on the board now, for status queries (null: none).
   std::mutex board_status_mutex_;
   op_ptr board_op_;
+  std::string board_op_algorithm_;
   clock::time_point board_op_started_;
   /// By op_kind: MCCL_ALGO has rules for it (then it may keep an op off the
   /// board); worked out once, not per op.

@@ -15,19 +15,21 @@ namespace mccl::actors {
 // Every rank decides alike: the op and the settings only, never local
 // state (a rank that took the engine for an op its peers put on the board
 // would wait for them in vain). MCCL_ALGO naming an algorithm for the op
-// keeps it in the engine.
-bool comm_core::takes_board(const op_request& op) const {
+// keeps it in the engine, unless it names board_rs.
+std::string comm_core::board_algorithm_for(const op_request& op) const {
   const auto& board = init_.board;
-  // The board copies values exactly; compressed ops go through the links.
-  if (!board || op.compression != compression_kind::none
-      || !fits_board(op, init_.world, board->slot_bytes()))
-    return false;
+  if (!board)
+    return {};
   auto kind = static_cast<std::size_t>(op.kind);
-  return kind >= algo_named_.size() || !algo_named_[kind]
-         || algo_for(init_.cfg.algo, to_string(op.kind), op.selection_bytes(init_.world)).empty();
+  std::string named;
+  if (kind < algo_named_.size() && algo_named_[kind])
+    named = algo_for(init_.cfg.algo, to_string(op.kind), op.selection_bytes(init_.world));
+  return board_algorithm(op, init_.world, board->slot_bytes(), board->stage_bytes(), init_.cfg.inline_bytes,
+                         named);
 }
 
-void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work) {
+void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work, const std::string& algorithm) {
+  bool staged = algorithm == "board_rs";
   std::lock_guard<std::mutex> board_guard{board_mutex_};
   board_call call;
   {
@@ -35,7 +37,8 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
     op->id = next_id_++;
     op->seq = next_seq_++; // one numbering for both paths
     call.seq = op->seq;
-    call.n = next_board_op_++;
+    call.n = next_board_op_;
+    next_board_op_ += staged ? board_rs_ops(op->count, op->elem_size(), init_.board->stage_bytes()) : 1;
   }
   call.board = init_.board.get();
   call.rank = init_.rank;
@@ -54,13 +57,14 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
     return {};
   };
   auto started = clock::now();
-  auto ticket = flight_->started(recorded_op(*op, init_.world, "board", driver_kind::caller));
+  auto ticket = flight_->started(recorded_op(*op, init_.world, algorithm, driver_kind::caller));
   {
     std::lock_guard<std::mutex> guard{board_status_mutex_};
     board_op_ = op; // described only when someone asks (status)
+    board_op_algorithm_ = algorithm;
     board_op_started_ = started;
   }
-  auto outcome = mccl::run_on_board(*op, call);
+  auto outcome = staged ? run_board_rs(*op, call) : mccl::run_on_board(*op, call);
   if (outcome.code == errc::none)
     outcome = revoke_verdict_on_board(*op, call.seq);
   {
@@ -68,11 +72,11 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
     board_op_ = nullptr;
   }
   if (trace_)
-    trace_->op(to_string(op->kind), true, call.seq, "board", op->selection_bytes(init_.world), 0,
+    trace_->op(to_string(op->kind), true, call.seq, algorithm, op->selection_bytes(init_.world), 0,
                started, clock::now(), outcome.code == errc::none);
   flight_->ended(ticket, outcome.code == errc::none ? flight_recorder::state::done : flight_recorder::state::failed);
   op_report report;
-  report.algorithm = "board";
+  report.algorithm = algorithm;
   report.seq = call.seq;
   report.bytes = op->selection_bytes(init_.world);
   report.duration = clock::now() - started;
@@ -87,7 +91,7 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
   auto what = describe(*op);
   auto paren = what.find('(');
   auto message = what.substr(0, paren) + " seq " + std::to_string(op->seq) + " on rank " + std::to_string(init_.rank)
-                 + " (board, " + what.substr(paren + 1) + " failed at " + outcome.where + ": " + outcome.message;
+                 + " (" + algorithm + ", " + what.substr(paren + 1) + " failed at " + outcome.where + ": " + outcome.message;
   if (outcome.code == errc::timeout)
     message += " (" + flight_->progress_note() + ")";
   if (outcome.code == errc::revoked) { // every rank fails it alike: nothing to abort

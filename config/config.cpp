@@ -295,6 +295,20 @@ const setting_def setting_table[] = {
    [](config& cfg, const std::string& text) {
      cfg.shm_board_bytes = parse_bytes(text, 0, mib);
    }},
+  {"MCCL_SHM_STAGE_BYTES", "1M", "0, or a multiple of 4K between 4K and 64M (suffixes K, M, G; e.g. 256K)",
+   "When every rank is on one host and the board is on: each rank's stage on the board for "
+   "allreduces above MCCL_SHM_BOARD_BYTES up to MCCL_INLINE_BYTES, or whose ranks' inputs add up to 64K or more "
+   "(algorithm board_rs: every rank stages its input, reduces one slice of everyone's and copies "
+   "the reduced whole out; MCCL_ALGO=allreduce=board_rs: every size). Inputs larger than this go "
+   "through in pieces of this size. Costs a little over 2x this of shared memory per rank and "
+   "communicator (taken as first used); 0: no stage, such allreduces go over the links. "
+   "Every rank must use the same value.",
+   [](config& cfg, const std::string& text) {
+     auto bytes = parse_bytes(text, 0, 64 * mib);
+     if (bytes != 0 && (bytes < 4 * kib || bytes % (4 * kib) != 0))
+       throw bad_value{};
+     cfg.shm_stage_bytes = bytes;
+   }},
   {"MCCL_SHM_SINGLE_COPY_BYTES", "auto",
    "auto, or a byte size between 0 and 1G (suffixes K, M, G; e.g. 64K)",
    "Between ranks of one host, payloads of at least this many bytes are copied once, straight "
@@ -753,6 +767,7 @@ std::string describe(const config& cfg) {
       return cfg.sockets_per_peer == 0 ? "0 (auto)" : std::to_string(cfg.sockets_per_peer);
     if (name == "MCCL_SHM_RING_BYTES") return format_byte_size(cfg.shm_ring_bytes);
     if (name == "MCCL_SHM_BOARD_BYTES") return format_byte_size(cfg.shm_board_bytes);
+    if (name == "MCCL_SHM_STAGE_BYTES") return format_byte_size(cfg.shm_stage_bytes);
     if (name == "MCCL_SHM_SINGLE_COPY_BYTES")
       return cfg.shm_single_copy_bytes == config::single_copy_auto
                ? std::string("auto")

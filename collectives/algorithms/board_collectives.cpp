@@ -3,6 +3,7 @@
 #include "collectives/engine/op.hpp"
 #include "reducers/reduce.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace mccl {
@@ -43,8 +44,10 @@ std::size_t posted_bytes(const op_request& op, int rank, int world) noexcept {
   }
 }
 
-/// Waits for every peer's post of call.n; "" or the error.
-board_outcome wait_all(const board_call& call, const board_tag& mine) {
+/// Waits for every peer's post of board op n; "" or the error. `phase`
+/// names the step for the error ("board exchange").
+template <class Phase>
+board_outcome wait_all(const board_call& call, const board_tag& mine, uint64_t n, Phase phase) {
   shm_board::waiting how;
   how.spin = call.spin;
   how.deadline = call.deadline;
@@ -56,12 +59,12 @@ board_outcome wait_all(const board_call& call, const board_tag& mine) {
       continue;
     // Spelled out only on failure: building it costs more than a small op.
     auto where = [&] {
-      return "board exchange, " + std::to_string(seen) + " of " + std::to_string(call.world)
+      return phase() + ", " + std::to_string(seen) + " of " + std::to_string(call.world)
              + " ranks posted, waiting on " + rank_name(p);
     };
     board_tag theirs;
     uint64_t issued = 0;
-    auto r = call.board->wait(p, call.n, call.seq, mine, how, &theirs, &issued);
+    auto r = call.board->wait(p, n, call.seq, mine, how, &theirs, &issued);
     switch (r) {
       case shm_board::wait_result::posted:
         ++seen;
@@ -106,6 +109,35 @@ void reduce_all(const op_request& op, const board_call& call, void* out) {
 
 } // namespace
 
+std::string board_algorithm(const op_request& op, int world, std::size_t slot_bytes, std::size_t stage_bytes,
+                            std::size_t in_call_bytes, const std::string& named) {
+  // The board copies values exactly; compressed ops go through the links.
+  if (world < 2 || op.compression != compression_kind::none)
+    return {};
+  bool stageable = op.kind == op_kind::allreduce && !op.is_v() && stage_bytes > 0;
+  if (!named.empty())
+    return named == "board_rs" && stageable ? "board_rs" : "";
+  if (fits_board(op, world, slot_bytes)
+      && !(stageable && op.bytes() * static_cast<std::size_t>(world) >= board_rs_from_total_bytes))
+    return "board";
+  return stageable && op.bytes() <= std::max(in_call_bytes, slot_bytes) ? "board_rs" : "";
+}
+
+uint64_t board_rs_ops(std::size_t count, std::size_t elem, std::size_t stage_bytes) noexcept {
+  auto piece = stage_bytes / elem;
+  return (count + piece - 1) / piece + 1;
+}
+
+board_share board_rs_share(std::size_t count, std::size_t elem, int world, int r) noexcept {
+  auto w = static_cast<std::size_t>(world);
+  auto align = elem >= 64 ? 1 : 64 / elem;
+  auto per = ((count + w - 1) / w + align - 1) / align * align;
+  board_share s;
+  s.first = std::min(count, static_cast<std::size_t>(r) * per);
+  s.count = std::min(per, count - s.first);
+  return s;
+}
+
 bool fits_board(const op_request& op, int world, std::size_t slot_bytes) noexcept {
   if (world < 2 || op.is_v())
     return false;
@@ -141,7 +173,7 @@ board_outcome run_on_board(const op_request& op, const board_call& call) {
   // The input goes onto the board first: the result may overwrite the
   // caller's buffer (in place) while peers still read our bank.
   call.board->post(call.n, call.seq, mine, op.send, posted_bytes(op, call.rank, call.world));
-  auto waited = wait_all(call, mine);
+  auto waited = wait_all(call, mine, call.n, [] { return std::string("board exchange"); });
   if (waited.code != errc::none)
     return waited;
   auto bytes = op.bytes();
@@ -193,6 +225,63 @@ board_outcome run_on_board(const op_request& op, const board_call& call) {
       break;
     default:
       break;
+  }
+  return {};
+}
+
+} // namespace mccl
+
+namespace mccl {
+
+board_outcome run_board_rs(const op_request& op, const board_call& call) {
+  auto closed = call.closed();
+  if (closed.code != errc::none)
+    return closed;
+  auto mine = board_tag_of(op, call.world);
+  auto* board = call.board;
+  auto elem = op.elem_size();
+  auto piece = board->stage_bytes() / elem; // elements per piece
+  auto ops = board_rs_ops(op.count, elem, board->stage_bytes());
+  auto pieces = ops - 1;
+  auto piece_count = [&](uint64_t j) { return std::min<std::size_t>(piece, op.count - j * piece); };
+  auto* in = static_cast<const uint8_t*>(op.send);
+  auto* out = static_cast<uint8_t*>(op.recv);
+  for (uint64_t j = 0; j < ops; ++j) {
+    auto n = call.n + j;
+    // Board op n carries piece j's input (stage bank) and piece j - 1's
+    // reduced shares (result banks, written last round). Piece j's input
+    // is staged before anything of the output is written: in place, the
+    // output of piece j - 1 never reaches input not yet staged.
+    if (j < pieces)
+      std::memcpy(board->stage_of(call.rank, n), in + j * piece * elem, piece_count(j) * elem);
+    board->post(n, call.seq, mine, nullptr, 0);
+    auto waited = wait_all(call, mine, n, [&] {
+      return "board_rs piece " + std::to_string(std::min(j + 1, pieces)) + " of " + std::to_string(pieces) + " ("
+             + (j == 0 ? "staging" : j < pieces ? "staging the next, gathering the last" : "gathering") + ")";
+    });
+    if (waited.code != errc::none)
+      return waited;
+    if (j > 0) { // allgather: every rank's share of piece j - 1
+      auto count = piece_count(j - 1);
+      auto* dst = out + (j - 1) * piece * elem;
+      for (int p = 0; p < call.world; ++p) {
+        auto s = board_rs_share(count, elem, call.world, p);
+        if (s.count > 0)
+          std::memcpy(dst + s.first * elem, board->result_of(p, n), s.count * elem);
+      }
+    }
+    if (j < pieces) { // reduce-scatter: our share of piece j, posted with op n + 1
+      auto s = board_rs_share(piece_count(j), elem, call.world, call.rank);
+      if (s.count > 0) {
+        auto at = s.first * elem;
+        auto* dst = board->result_of(call.rank, n + 1);
+        reduce3(op.op, op.type, dst, board->stage_of(0, n) + at, board->stage_of(1, n) + at, s.count);
+        for (int p = 2; p < call.world; ++p)
+          reduce(op.op, op.type, dst, board->stage_of(p, n) + at, s.count);
+        if (op.op == redop::avg)
+          finish_avg(op.type, dst, s.count, call.world);
+      }
+    }
   }
   return {};
 }

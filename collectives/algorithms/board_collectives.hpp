@@ -7,6 +7,16 @@
 /// reducing in rank order 0..n-1 so every rank computes bit-identical
 /// results (as the one-shot allreduce does over links).
 ///
+/// Allreduces larger than a bank run as "board_rs" on the stage banks
+/// (shm_board::stage_of): in pieces of at most a stage bank, each rank
+/// copies its piece into its stage bank and posts; once every rank has,
+/// rank r reduces share r of every rank's piece (rank order 0..n-1)
+/// into its result bank, which it posts with the next piece; every rank
+/// then copies all shares of the reduced piece out. A reduce-scatter and
+/// an allgather through shared memory, one board op per piece plus one,
+/// no frames; the reduction of each share happens once, on one rank, so
+/// every rank gets the same bits.
+///
 /// Mismatched collectives are named as over links: a peer that posted
 /// another op, or issued another collective at this seq on any path,
 /// fails the op with errc::desync on the rank that sees it.
@@ -22,6 +32,48 @@ namespace mccl {
 
 /// Whether `op` runs on a board of `slot_bytes` per rank among `world` ranks.
 bool fits_board(const op_request& op, int world, std::size_t slot_bytes) noexcept;
+
+/// An allreduce that fits the banks still takes board_rs once all ranks'
+/// inputs together reach this: on the banks every rank reads and reduces
+/// all of them, on board_rs a 1/world share, for one more flag round.
+/// Measured on the 64-core machine (docs/performance.md, "Allreduce on the
+/// host board's stage"): board_rs took 10-14 us against the banks' 15-29 us
+/// at 16 KiB on 4 and 8 ranks (64 and 128 KiB in all), 12 against 19 us at
+/// 4 KiB on 16 ranks, and tied at 32 KiB in all (2 ranks at 16 KiB, 8 ranks
+/// at 4 KiB).
+constexpr std::size_t board_rs_from_total_bytes = std::size_t{64} << 10;
+
+/// Where `op` runs among `world` ranks of one host with a board of
+/// `slot_bytes` banks and `stage_bytes` stage banks (0: none): "board",
+/// "board_rs", or "" (the engine). An allreduce takes board_rs when it is
+/// larger than the banks or its world's inputs reach
+/// board_rs_from_total_bytes, up to `in_call_bytes` (MCCL_INLINE_BYTES):
+/// a board op runs in the call, and an op above MCCL_INLINE_BYTES must
+/// return at once (the caller overlaps it with its work). Above that,
+/// board_rs would beat the engine's best (direct, rabenseifner) from 2 to
+/// 32 ranks up to 64 MiB, reading each input once where the links copy it
+/// through a ring twice; MCCL_ALGO=allreduce=board_rs takes it there, in
+/// the call. `named` is what
+/// MCCL_ALGO names for the op at its size ("": nothing): a name other than
+/// board_rs keeps the op in the engine; board_rs puts every allreduce
+/// there when there is a stage. The same on every rank: it reads the op
+/// and settings every rank shares.
+std::string board_algorithm(const op_request& op, int world, std::size_t slot_bytes, std::size_t stage_bytes,
+                            std::size_t in_call_bytes, const std::string& named);
+
+/// Board ops an allreduce of `count` elements of `elem` bytes takes on
+/// board_rs with stage banks of `stage_bytes`: a piece per stage bank's
+/// worth, plus one.
+uint64_t board_rs_ops(std::size_t count, std::size_t elem, std::size_t stage_bytes) noexcept;
+
+/// The elements [first, first + count) of a piece of `count` elements that
+/// rank `r` of `world` reduces: ceil(count / world) rounded up to 64
+/// bytes' worth, the last ranks' shares shorter or empty.
+struct board_share {
+  std::size_t first = 0;
+  std::size_t count = 0;
+};
+board_share board_rs_share(std::size_t count, std::size_t elem, int world, int r) noexcept;
 
 /// The board tag of a collective (its signature).
 transport::board_tag board_tag_of(const op_request& op, int world) noexcept;
@@ -55,5 +107,9 @@ struct board_call {
 
 /// Runs `op` (fits_board) to its end; never throws.
 board_outcome run_on_board(const op_request& op, const board_call& call);
+
+/// Runs allreduce `op` as board_rs (the board has stage banks, world >= 2)
+/// over board ops call.n .. call.n + board_rs_ops() - 1; never throws.
+board_outcome run_board_rs(const op_request& op, const board_call& call);
 
 } // namespace mccl

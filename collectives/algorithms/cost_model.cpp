@@ -90,6 +90,8 @@ all_ranks_traffic all_ranks_sent(op_kind kind, const std::string& algorithm, int
         return {p * std::log2(static_cast<double>(p)) * n, "p·log2(p)·n"};
       if (algorithm == "oneshot")
         return {p * pm1 * n, "p(p-1)n"};
+      if (algorithm == "board_rs") // staged in, gathered out; the shares' reads stay in cache
+        return {2 * p * n, "2pn"};
       break;
     case op_kind::broadcast:
       if (algorithm == "tree" || algorithm == "chain")
@@ -141,6 +143,16 @@ cost_estimate port_terms(op_kind kind, const std::string& algorithm, int p, doub
                      + 2 * butterfly(l, [&](int r) { return n / (2 << (l - 1 - r)); }, [](int) { return 0.0; }, c)
                      + (1.0 - 1.0 / (1 << l)) * n * c.gamma,
                    "2·log2(p)·α + 2(p-1)/p·nβ + (p-1)/p·nγ");
+      if (algorithm == "board_rs") {
+        // One host only (shared memory): k pieces of the stage's size take
+        // k + 1 flag rounds; each rank copies n in, reads n (one share of
+        // every rank's piece) as it reduces n/p, and copies n out.
+        if (c.ranks_per_host < p)
+          break;
+        double k = std::ceil(n / static_cast<double>(std::max<std::size_t>(1, c.stage_bytes)));
+        return est((k + 1) * c.host_alpha + 3 * n * c.host_beta + pm1 / p * n * c.gamma,
+                   "(k+1)α + 3nβ + (p-1)/p·nγ, k pieces");
+      }
       if (algorithm == "oneshot" || algorithm == "direct")
         // Every rank sends its whole vector to every other: (p-1)n through
         // its port.

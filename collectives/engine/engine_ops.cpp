@@ -132,9 +132,10 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
       return;
     }
   std::string why;
-  auto [name, factory] = select_algorithm(*op, opts_.world, opts_.cfg, &why);
+  errc refusal = errc::internal;
+  auto [name, factory] = select_algorithm(*op, opts_.world, opts_.cfg, &why, &refusal);
   if (!factory)
-    return refuse(op, errc::internal, why);
+    return refuse(op, refusal, why);
 
   collective_args args;
   args.rank = opts_.rank;

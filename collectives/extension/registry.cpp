@@ -215,6 +215,17 @@ std::string default_algorithm(op_kind kind, std::size_t bytes, int world, const 
   return {};
 }
 
+namespace {
+
+/// Algorithms that run on the host board only (collectives/algorithms/
+/// board_collectives.hpp): MCCL_ALGO may name them, the engine never runs
+/// them.
+bool board_only(op_kind kind, const std::string& name) {
+  return kind == op_kind::allreduce && name == "board_rs";
+}
+
+} // namespace
+
 std::string choose_algorithm(const op_request& op, int world, const config& cfg) {
   if (op.kind == op_kind::custom)
     return op.name;
@@ -223,6 +234,10 @@ std::string choose_algorithm(const op_request& op, int world, const config& cfg)
   auto bytes = op.selection_bytes(world);
   if (!cfg.algo.empty()) {
     auto named = algo_for(cfg.algo, to_string(op.kind), bytes);
+    // Asked for by name but not on the board: refused by select_algorithm,
+    // never replaced silently.
+    if (board_only(op.kind, named) && op.compression == compression_kind::none)
+      return named;
     // An algorithm the spec names that cannot run on this many ranks (direct
     // on 3), or cannot compress a compressed op, falls back to the table
     // rather than failing the op.
@@ -250,7 +265,9 @@ std::string compressing_algorithm(op_kind kind, std::size_t bytes, int world) {
 }
 
 std::pair<std::string, algorithm_factory> select_algorithm(const op_request& op, int world,
-                                                           const config& cfg, std::string* why) {
+                                                           const config& cfg, std::string* why, errc* code) {
+  if (code)
+    *code = errc::internal;
   std::string name;
   op_kind registry_kind = op.kind;
   bool empty = op.selection_bytes(world) == 0
@@ -264,6 +281,16 @@ std::pair<std::string, algorithm_factory> select_algorithm(const op_request& op,
     name = "dissemination";
   } else {
     name = choose_algorithm(op, world, cfg);
+  }
+  if (board_only(registry_kind, name)) {
+    if (why)
+      *why = "MCCL_ALGO names " + name + " for this " + to_string(op.kind)
+             + ", which runs only on the host board: every rank on one host over shared memory, "
+               "MCCL_SHM_BOARD_BYTES and MCCL_SHM_STAGE_BYTES above 0 and no fault injection "
+               "(this communicator has no board, or no stage on it; its log says why at INFO)";
+    if (code)
+      *code = errc::invalid_config;
+    return {};
   }
   auto factory = find_algorithm(registry_kind, name);
   if (!factory && why) {
@@ -281,8 +308,10 @@ void validate_algo_spec(const config& cfg) {
     if (!op_kind_from_string(op_name, kind))
       continue; // the parser already rejects unknown operations
     auto names = algorithm_names(kind);
+    if (kind == op_kind::allreduce)
+      names.push_back("board_rs");
     for (const auto& rule : rules) {
-      if (find_algorithm(kind, rule.algorithm))
+      if (find_algorithm(kind, rule.algorithm) || board_only(kind, rule.algorithm))
         continue;
       std::string known;
       for (const auto& n : names)

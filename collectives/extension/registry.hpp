@@ -26,9 +26,12 @@ std::string choose_algorithm(const op_request& op, int world, const config& cfg)
 /// The algorithm that runs `op`: its name and factory (choose_algorithm,
 /// except that an op with nothing to move on any rank runs as an "empty"
 /// barrier carrying its signature). Empty name and factory, and *why, when
-/// none is registered under the chosen name.
+/// none is registered under the chosen name; *code (if given) says whether
+/// that is the settings' fault (errc::invalid_config: MCCL_ALGO names an
+/// algorithm of the host board, and there is none) or errc::internal.
 std::pair<std::string, algorithm_factory> select_algorithm(const op_request& op, int world,
-                                                           const config& cfg, std::string* why);
+                                                           const config& cfg, std::string* why,
+                                                           errc* code = nullptr);
 
 /// mccl's own choice for (kind, bytes, world), from measurements
 /// (bench/RESULTS.md has the runs behind the thresholds).

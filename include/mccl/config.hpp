@@ -88,6 +88,10 @@ struct config {
   /// All ranks on one host: collectives up to this many bytes per rank go
   /// over the host board; 0: never.
   std::size_t shm_board_bytes = std::size_t{16} << 10;
+  /// All ranks on one host, a board present: each rank's stage bank for
+  /// allreduces larger than the board's banks (the two-phase "board_rs");
+  /// larger allreduces go through it in pieces of this size. 0: none.
+  std::size_t shm_stage_bytes = std::size_t{1} << 20;
   /// Payloads of at least this many bytes between ranks of one host are
   /// copied once, straight from the sender's memory; 0: through the ring;
   /// single_copy_auto: 64K where 4 or more ranks share the host, else 0.

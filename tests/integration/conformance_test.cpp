@@ -29,6 +29,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <sstream>
@@ -568,6 +569,9 @@ struct algo_config {
   /// Every chunk between ranks of one host copied once, straight from the
   /// sender's memory (MCCL_SHM_SINGLE_COPY_BYTES=4K, the chunk size here).
   bool single_copy = false;
+  /// Runs on the host board only (MCCL_ALGO names a board algorithm): not
+  /// under MCCL_TRANSPORT=tcp, where it is refused.
+  bool board_only = false;
 };
 
 constexpr const char* host_aware = "allreduce=hier;broadcast=hier;allgather=hier;reduce_scatter=hier";
@@ -582,6 +586,9 @@ const algo_config configs[] = {
    allreduce_ops | broadcast_ops | reduce_scatter_ops},
   {"oneshot", "allreduce=oneshot", allreduce_ops},
   {"direct", "allreduce=direct", allreduce_ops},
+  // Every allreduce staged through the board, 4 KiB pieces (MCCL_SHM_STAGE_BYTES
+  // below): 4099 and 100003 elements take many.
+  {"board_rs", "allreduce=board_rs", allreduce_ops, nullptr, false, true},
   {"bidir_ring", "allreduce=bidir_ring;allgather=bidir_ring", allreduce_ops | allgather_ops},
   // Two hosts, ranks alternating (3 ranks: 2 + 1, so one rank folds in).
   {"hier_alternating", host_aware, host_aware_ops, [](int r, int) { return r % 2; }},
@@ -595,6 +602,9 @@ class Conformance : public ::testing::TestWithParam<std::tuple<int, int>> {};
 TEST_P(Conformance, MatchesTheReference) {
   auto [world, config_index] = GetParam();
   const auto& cfg = configs[config_index];
+  const char* transport = std::getenv("MCCL_TRANSPORT");
+  if (cfg.board_only && transport && std::string(transport) == "tcp")
+    GTEST_SKIP() << cfg.name << " runs on the host board only, and over TCP there is none";
   mccl::runtime rt;
   mccl::config_overrides o;
   o.set("MCCL_CONNECT_TIMEOUT_MS", 20000);
@@ -603,6 +613,8 @@ TEST_P(Conformance, MatchesTheReference) {
   o.set("MCCL_LOG_LEVEL", "warn");
   o.set("MCCL_ALGO", cfg.algo);
   o.set("MCCL_SHM_SINGLE_COPY_BYTES", cfg.single_copy ? "4K" : "0");
+  if (cfg.board_only)
+    o.set("MCCL_SHM_STAGE_BYTES", "4K");
   auto settings_of = [&](int rank) {
     auto mine = o;
     if (cfg.host_of)

@@ -5,10 +5,11 @@ mccl_check rank program:
 * MCCL_TRANSPORT=shm: every pair of 3 and of 4 ranks is linked over
   shared memory (logged at INFO per peer, with single copy of large
   payloads at 4 ranks) with a host board for small ops, the collectives
-  are exact, and no file is left in /dev/shm;
+  are exact (65537 floats staged through the board in two pieces,
+  board_rs), and no file is left in /dev/shm;
 * a rank SIGKILLed mid-allreduce (over the links, copied once at 4 ranks,
-  or on the board) is named by every survivor within a second, and still
-  nothing is left in /dev/shm;
+  on the board, or staged through it in pieces by board_rs) is named by
+  every survivor within a second, and still nothing is left in /dev/shm;
 * ranks that disagree on MCCL_TRANSPORT all fail, naming both values.
 
 Ranks are started by the harness of faults_test.py (each in its own session,
@@ -72,7 +73,7 @@ class ShmTest(RankTest):
         # (MCCL_SHM_SINGLE_COPY_BYTES=auto); with 3 they pass the rings.
         for world, single in ((4, "single copy from 64 KiB"), (3, "no single copy")):
             with self.subTest(world=world):
-                ranks = self.start_with(world, ["allreduce", "0", "1", "7", "262147", "4194304"],
+                ranks = self.start_with(world, ["allreduce", "0", "1", "7", "65537", "262147", "4194304"],
                                         {"MCCL_TRANSPORT": "shm"})
                 self.finish(ranks)
                 for r in ranks:
@@ -88,8 +89,10 @@ class ShmTest(RankTest):
                 self.assert_nothing_left_in_dev_shm()
 
     def test_crashed_rank_is_named_within_a_second(self):
-        # 1M floats go over the links, 16 over the host board.
-        for world, victim, count in [(2, 1, 1048576), (4, 2, 1048576), (3, 1, 16)]:
+        # 1M floats go over the links, 16 over the host board, 32K (128 KiB)
+        # and 200000 (four 256 KiB pieces) staged through it (board_rs).
+        for world, victim, count in [(2, 1, 1048576), (4, 2, 1048576), (3, 1, 16), (3, 1, 32768),
+                                     (4, 2, 200000)]:
             with self.subTest(world=world, victim=victim, count=count):
                 try:
                     self.check_crash(world, victim, count)

@@ -56,7 +56,7 @@ int auto_worker_threads() {
 
 const std::vector<std::string> expected_names = {
   "MCCL_TRANSPORT",      "MCCL_LOG_LEVEL",     "MCCL_LISTEN_ADDR",  "MCCL_IFNAME",
-  "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_SHM_RING_BYTES", "MCCL_SHM_BOARD_BYTES", "MCCL_SHM_SINGLE_COPY_BYTES", "MCCL_HOST_ID", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_OP_THREAD_BYTES", "MCCL_ALGO",
+  "MCCL_PORT_BASE",      "MCCL_SOCKETS_PER_PEER", "MCCL_SHM_RING_BYTES", "MCCL_SHM_BOARD_BYTES", "MCCL_SHM_STAGE_BYTES", "MCCL_SHM_SINGLE_COPY_BYTES", "MCCL_HOST_ID", "MCCL_CHUNK_BYTES",   "MCCL_SMALL_MSG_THRESHOLD", "MCCL_INLINE_BYTES", "MCCL_OP_THREAD_BYTES", "MCCL_ALGO",
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
   "MCCL_HEARTBEAT_MS",   "MCCL_HEARTBEAT_MISSES", "MCCL_RECONNECT_MS", "MCCL_CRC_RETRIES", "MCCL_FAULTS",
   "MCCL_FAULTS_REPORT",  "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
@@ -257,6 +257,10 @@ TEST(ConfigEnv, ShmRingBytes) {
   EXPECT_EQ(resolve_env({{"MCCL_SHM_RING_BYTES", "8M"}}).shm_ring_bytes, 8u << 20);
   EXPECT_EQ(resolve_env({}).shm_board_bytes, 16u << 10);
   EXPECT_EQ(resolve_env({{"MCCL_SHM_BOARD_BYTES", "0"}}).shm_board_bytes, 0u);
+  EXPECT_EQ(resolve_env({}).shm_stage_bytes, 1u << 20);
+  EXPECT_EQ(resolve_env({{"MCCL_SHM_STAGE_BYTES", "0"}}).shm_stage_bytes, 0u);
+  EXPECT_EQ(resolve_env({{"MCCL_SHM_STAGE_BYTES", "4K"}}).shm_stage_bytes, 4u << 10);
+  EXPECT_EQ(resolve_env({{"MCCL_SHM_STAGE_BYTES", "64M"}}).shm_stage_bytes, 64u << 20);
 }
 
 TEST(ConfigEnv, ChunkBytes) {
@@ -411,10 +415,12 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_FAULTS", "/tmp/f.json"},     {"MCCL_FAULTS_REPORT", "/tmp/r"},
     {"MCCL_SOCKETS_PER_PEER", "3"},     {"MCCL_OP_THREAD_BYTES", "32M"},
     {"MCCL_SHM_RING_BYTES", "4M"},     {"MCCL_SHM_BOARD_BYTES", "4K"},
+    {"MCCL_SHM_STAGE_BYTES", "64K"},
     {"MCCL_HOST_ID", "rack2:node-7"}, {"MCCL_SHM_SINGLE_COPY_BYTES", "1M"},
     {"MCCL_JOB_ID", "job-7"},
   };
   auto cfg = resolve_env(env);
+  EXPECT_EQ(cfg.shm_stage_bytes, 64u << 10);
   EXPECT_EQ(cfg.heartbeat_misses, 4);
   EXPECT_EQ(cfg.crc_retries, 6);
   EXPECT_EQ(cfg.reconnect.count(), 2000);
@@ -501,6 +507,9 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_SHM_RING_BYTES", "3M"},
   {"MCCL_SHM_BOARD_BYTES", "2M"},
   {"MCCL_SHM_BOARD_BYTES", "lots"},
+  {"MCCL_SHM_STAGE_BYTES", "5000"},
+  {"MCCL_SHM_STAGE_BYTES", "2K"},
+  {"MCCL_SHM_STAGE_BYTES", "128M"},
   {"MCCL_SHM_SINGLE_COPY_BYTES", "2G"},
   {"MCCL_SHM_SINGLE_COPY_BYTES", "-1"},
   {"MCCL_SHM_SINGLE_COPY_BYTES", "sometimes"},

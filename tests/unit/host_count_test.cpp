@@ -1,9 +1,11 @@
 // Hosts are numbered from the ranks' published endpoints, alike on every
 // rank, and the built-in table broadcasts along a chain only across hosts.
+// MCCL_ALGO may name the host board's board_rs, which the engine refuses.
 
 #include "collectives/extension/registry.hpp"
 #include <mccl/program.hpp>
 #include <mccl/config.hpp>
+#include <mccl/error.hpp>
 #include <mccl/store.hpp>
 #include "transport/tcp/tcp_mesh.hpp"
 
@@ -93,4 +95,25 @@ TEST(DefaultAlgorithm, SmallAllreducesTakeOneShotExceptFromSixteenKiBOnFourRanks
   EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::allreduce, 64 * 1024, 4, one_host), "rd");
   EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::allreduce, 64 * 1024, 3, one_host), "oneshot");
   EXPECT_EQ(mccl::default_algorithm(mccl::op_kind::allreduce, 64 * 1024, 2, one_host), "oneshot");
+}
+
+TEST(BoardOnlyAlgorithm, McclAlgoMayNameBoardRsAndTheEngineRefusesItByName) {
+  mccl::register_builtin_algorithms();
+  mccl::config cfg;
+  cfg.algo = mccl::parse_algo_spec("allreduce=board_rs");
+  EXPECT_NO_THROW(mccl::validate_algo_spec(cfg));
+  // Reaching the engine means the communicator has no board: refused with
+  // the reason, never replaced by the table's choice.
+  mccl::op_request op;
+  op.count = 1 << 16;
+  std::string why;
+  mccl::errc code = mccl::errc::none;
+  auto [name, factory] = mccl::select_algorithm(op, 4, cfg, &why, &code);
+  EXPECT_FALSE(factory);
+  EXPECT_EQ(code, mccl::errc::invalid_config);
+  EXPECT_NE(why.find("board_rs"), std::string::npos) << why;
+  EXPECT_NE(why.find("host board"), std::string::npos) << why;
+  // Only allreduce has it.
+  cfg.algo = mccl::parse_algo_spec("broadcast=board_rs");
+  EXPECT_THROW(mccl::validate_algo_spec(cfg), mccl::error);
 }

@@ -5,9 +5,14 @@
 // doorbell (a sleeping side is woken, never lost; a close is read after the
 // last bytes; a peer that vanishes without closing is seen) and the host
 // board (banks reused safely over many ops, mismatches seen at once, waits
-// ended by deadline, stop or departure, a sleeper woken by the post).
+// ended by deadline, stop or departure, a sleeper woken by the post), and
+// board_rs, the board's staged allreduce (the same bits as a reduction in
+// rank order for every dtype and reduction on 2, 3, 4 and 8 ranks, one
+// piece or many, in place or not; a rank gone mid-op named, no hang).
 
 #include <mccl/error.hpp>
+#include "collectives/algorithms/board_collectives.hpp"
+#include "reducers/reduce.hpp"
 #include "transport/shm/shm_board.hpp"
 #include "transport/shm/shm_connection.hpp"
 #include "transport/shm/shm_ring.hpp"
@@ -24,7 +29,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <cerrno>
@@ -409,15 +416,15 @@ namespace {
 struct board_views {
   shm_segment first;
   std::vector<std::unique_ptr<shm_board>> ranks;
-  board_views(int world, std::size_t slot) {
-    auto bytes = shm_board::segment_bytes(world, slot);
+  board_views(int world, std::size_t slot, std::size_t stage = 0) {
+    auto bytes = shm_board::segment_bytes(world, slot, stage);
     first = shm_segment::create(bytes);
     for (int r = 0; r < world; ++r) {
       shm_segment seg;
       auto err = shm_segment::open(::getpid(), first.fd(), bytes, first.nonce(), seg);
       if (!err.empty())
         throw std::runtime_error(err);
-      ranks.push_back(std::make_unique<shm_board>(std::move(seg), world, r, slot));
+      ranks.push_back(std::make_unique<shm_board>(std::move(seg), world, r, slot, stage));
     }
   }
 };
@@ -525,4 +532,255 @@ TEST(ShmBoard, ASleepingWaiterIsWokenByThePost) {
   EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), how, &theirs, &issued), shm_board::wait_result::posted);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   poster.join();
+}
+
+
+// ---- board_rs: the board's staged allreduce ------------------------------------
+
+namespace {
+
+using mccl::board_call;
+using mccl::board_outcome;
+using mccl::dtype;
+using mccl::errc;
+using mccl::redop;
+
+constexpr dtype every_dtype[] = {dtype::float32, dtype::float64, dtype::float16, dtype::bfloat16, dtype::int8,
+                                 dtype::uint8,   dtype::int32,   dtype::int64,   dtype::boolean,  dtype::int16,
+                                 dtype::uint16,  dtype::uint32,  dtype::uint64};
+constexpr redop every_redop[] = {redop::sum, redop::prod, redop::min, redop::max,
+                                 redop::avg, redop::band, redop::bor, redop::bxor};
+
+/// Element i of rank r's input: small values (0..3) every dtype holds
+/// exactly, so no reduction here overflows into a NaN or rounds.
+void fill(dtype t, void* p, std::size_t n, int r) {
+  auto* b = static_cast<uint8_t*>(p);
+  static const uint16_t half[] = {0x0000, 0x3c00, 0x4000, 0x4200};
+  static const uint16_t bf16[] = {0x0000, 0x3f80, 0x4000, 0x4040};
+  for (std::size_t i = 0; i < n; ++i) {
+    auto v = static_cast<int>((i * 7 + static_cast<std::size_t>(r) * 3 + i / 5) % 4);
+    switch (t) {
+      case dtype::float32: { float x = static_cast<float>(v); std::memcpy(b + 4 * i, &x, 4); break; }
+      case dtype::float64: { double x = v; std::memcpy(b + 8 * i, &x, 8); break; }
+      case dtype::float16: std::memcpy(b + 2 * i, &half[v], 2); break;
+      case dtype::bfloat16: std::memcpy(b + 2 * i, &bf16[v], 2); break;
+      case dtype::boolean: b[i] = v & 1; break;
+      default: {
+        uint64_t x = static_cast<uint64_t>(v);
+        std::memcpy(b + mccl::dtype_size(t) * i, &x, mccl::dtype_size(t)); // little endian
+      }
+    }
+  }
+}
+
+/// `world` threads run one board_rs allreduce each on `b`; `run` sets
+/// each rank's request and call. The outcomes, by rank.
+std::vector<board_outcome> run_ranks(board_views& b, int world,
+                                     const std::function<board_outcome(int, shm_board&)>& run) {
+  std::vector<board_outcome> out(static_cast<std::size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] { out[static_cast<std::size_t>(r)] = run(r, *b.ranks[static_cast<std::size_t>(r)]); });
+  for (auto& t : threads)
+    t.join();
+  return out;
+}
+
+board_call call_for(shm_board& board, int world, uint64_t n, uint64_t seq,
+                    std::chrono::milliseconds limit = std::chrono::milliseconds(20000)) {
+  board_call c;
+  c.board = &board;
+  c.rank = board.rank();
+  c.world = world;
+  c.n = n;
+  c.seq = seq;
+  c.spin = 20us;
+  c.timeout = limit;
+  c.deadline = std::chrono::steady_clock::now() + limit;
+  c.closed = [] { return board_outcome{}; };
+  return c;
+}
+
+} // namespace
+
+TEST(BoardRs, SharesCoverEveryPieceOnceAndFitTheResultBank) {
+  for (std::size_t elem : {1, 2, 4, 8})
+    for (int world = 1; world <= 64; ++world)
+      for (std::size_t stage : {std::size_t{4096}, std::size_t{12288}, std::size_t{262144}})
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{63}, stage / elem - 1, stage / elem}) {
+          std::size_t next = 0;
+          for (int r = 0; r < world; ++r) {
+            auto s = mccl::board_rs_share(count, elem, world, r);
+            ASSERT_EQ(s.first, s.count > 0 ? next : s.first) << "world " << world << " count " << count;
+            ASSERT_LE(s.count * elem, shm_board::result_bytes(world, stage));
+            if (s.count > 0) {
+              ASSERT_EQ(s.first * elem % 64, 0u) << "a share starts on a cache line";
+            }
+            next = s.first + s.count;
+          }
+          ASSERT_EQ(next, count) << "elem " << elem << " world " << world << " count " << count;
+        }
+  // 64 ranks with the default banks and stage (1 MiB): one segment of
+  // under 140 MiB, taken only as ranks first write it.
+  EXPECT_LT(shm_board::segment_bytes(64, 16384, std::size_t{1} << 20), std::size_t{140} << 20);
+  EXPECT_EQ(mccl::board_rs_ops(0, 4, 4096), 1u);
+  EXPECT_EQ(mccl::board_rs_ops(1024, 4, 4096), 2u);
+  EXPECT_EQ(mccl::board_rs_ops(1025, 4, 4096), 3u);
+}
+
+TEST(BoardRs, TheTableTakesItAboveTheBanksOrForManyRanksAndMcclAlgoForcesIt) {
+  mccl::op_request op;
+  op.type = dtype::float32;
+  op.count = 1024; // 4 KiB: the banks up to 8 ranks (32 KiB in all)
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, ""), "board");
+  EXPECT_EQ(mccl::board_algorithm(op, 8, 16384, 262144, 65536, ""), "board");
+  EXPECT_EQ(mccl::board_algorithm(op, 16, 16384, 262144, 65536, ""), "board_rs") << "64 KiB in all";
+  EXPECT_EQ(mccl::board_algorithm(op, 32, 16384, 262144, 65536, ""), "board_rs");
+  EXPECT_EQ(mccl::board_algorithm(op, 32, 16384, 0, 65536, ""), "board") << "no stage: the banks";
+  op.count = 4096; // 16 KiB: 2 ranks keep the banks, 4 take the stage
+  EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, 65536, ""), "board");
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, ""), "board_rs");
+  op.count = 16384; // 64 KiB
+  EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, 65536, ""), "board_rs");
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 0, 65536, ""), "") << "no stage: the engine";
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, "ring"), "") << "MCCL_ALGO names another";
+  op.count = 16385; // above MCCL_INLINE_BYTES: the call must return at once
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, ""), "");
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 1 << 20, ""), "board_rs");
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 0, ""), "") << "MCCL_INLINE_BYTES=0";
+  op.count = 4096;
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 0, ""), "board_rs") << "the banks run in the call anyway";
+  op.count = 1024;
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, "board_rs"), "board_rs") << "named: every size";
+  op.kind = mccl::op_kind::broadcast;
+  op.count = 16384;
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, "board_rs"), "");
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, ""), "") << "only allreduce has a stage";
+}
+
+TEST(BoardRs, EveryDtypeAndReductionGivesTheRankOrderBitsOn2348Ranks) {
+  // 4 KiB stage banks: 1023 and 4099 elements are several pieces for most
+  // dtypes, and none of the counts is a multiple of the rank count.
+  constexpr std::size_t stage = 4096;
+  const std::size_t counts[] = {1, 7, 13, 1023, 4099, 2048};
+  for (int world : {2, 3, 4, 8}) {
+    board_views b(world, 256, stage);
+    uint64_t n = 0, seq = 0;
+    for (auto t : every_dtype)
+      for (auto op : every_redop) {
+        if (!mccl::check_reduction(op, t).empty())
+          continue;
+        for (auto count : counts)
+          for (bool in_place : {false, true}) {
+            auto bytes = count * mccl::dtype_size(t);
+            std::vector<std::vector<uint8_t>> in(static_cast<std::size_t>(world), std::vector<uint8_t>(bytes));
+            std::vector<std::vector<uint8_t>> out(static_cast<std::size_t>(world), std::vector<uint8_t>(bytes, 0xee));
+            for (int r = 0; r < world; ++r)
+              fill(t, in[static_cast<std::size_t>(r)].data(), count, r);
+            // The reference: rank order 0..n-1 with the same kernels.
+            std::vector<uint8_t> expect(bytes);
+            mccl::reduce3(op, t, expect.data(), in[0].data(), in[1].data(), count);
+            for (int r = 2; r < world; ++r)
+              mccl::reduce(op, t, expect.data(), in[static_cast<std::size_t>(r)].data(), count);
+            if (op == redop::avg)
+              mccl::finish_avg(t, expect.data(), count, world);
+            auto outcomes = run_ranks(b, world, [&](int r, shm_board& board) {
+              mccl::op_request req;
+              req.type = t;
+              req.op = op;
+              req.count = count;
+              auto& mine = in[static_cast<std::size_t>(r)];
+              req.send = mine.data();
+              req.recv = in_place ? mine.data() : out[static_cast<std::size_t>(r)].data();
+              return mccl::run_board_rs(req, call_for(board, world, n, seq));
+            });
+            n += mccl::board_rs_ops(count, mccl::dtype_size(t), stage);
+            ++seq;
+            for (int r = 0; r < world; ++r) {
+              auto what = std::string(mccl::to_string(t)) + " " + mccl::to_string(op) + " count " + std::to_string(count)
+                          + (in_place ? " in place" : "") + ", rank " + std::to_string(r) + " of "
+                          + std::to_string(world);
+              ASSERT_EQ(outcomes[static_cast<std::size_t>(r)].code, errc::none)
+                << what << ": " << outcomes[static_cast<std::size_t>(r)].message;
+              const auto& got = in_place ? in[static_cast<std::size_t>(r)] : out[static_cast<std::size_t>(r)];
+              ASSERT_TRUE(got == expect) << what;
+            }
+          }
+      }
+  }
+}
+
+TEST(BoardRs, ARankGoneMidOpIsNamedAndNobodyHangs) {
+  // Rank 1 of 3 stages its first piece and is gone: the others end at the
+  // communicator's verdict (a lost link, as closed() reports it), naming
+  // the rank they waited on, the piece and the phase.
+  constexpr int world = 3;
+  constexpr std::size_t stage = 4096;
+  board_views b(world, 256, stage);
+  std::vector<float> data(3000, 1.0f); // 3 pieces
+  std::atomic<bool> lost{false};
+  auto t0 = std::chrono::steady_clock::now();
+  auto outcomes = run_ranks(b, world, [&](int r, shm_board& board) -> board_outcome {
+    mccl::op_request req;
+    std::vector<float> mine(data), out(data.size());
+    req.count = mine.size();
+    req.send = mine.data();
+    req.recv = out.data();
+    if (r == 1) {
+      std::memcpy(board.stage_of(1, 0), mine.data(), stage);
+      board.post(0, 0, mccl::board_tag_of(req, world), nullptr, 0);
+      std::this_thread::sleep_for(100ms);
+      lost = true;
+      return {};
+    }
+    auto call = call_for(board, world, 0, 0);
+    call.closed = [&]() -> board_outcome {
+      if (lost)
+        return {errc::peer_lost, "lost rank 1 (its link closed)", "board exchange"};
+      return {};
+    };
+    return mccl::run_board_rs(req, call);
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  for (int r : {0, 2}) {
+    const auto& o = outcomes[static_cast<std::size_t>(r)];
+    EXPECT_EQ(o.code, errc::peer_lost);
+    EXPECT_NE(o.message.find("lost rank 1"), std::string::npos) << o.message;
+    EXPECT_NE(o.where.find("waiting on rank 1"), std::string::npos) << o.where;
+    EXPECT_NE(o.where.find("board_rs piece 2 of 3"), std::string::npos) << o.where;
+  }
+}
+
+TEST(BoardRs, ASilentRankEndsTheWaitAtTheDeadline) {
+  constexpr int world = 2;
+  board_views b(world, 256, 4096);
+  std::vector<float> in(100, 1.0f), out(100);
+  mccl::op_request req;
+  req.count = in.size();
+  req.send = in.data();
+  req.recv = out.data();
+  auto t0 = std::chrono::steady_clock::now();
+  auto o = mccl::run_board_rs(req, call_for(*b.ranks[0], world, 0, 0, 200ms));
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(o.code, errc::timeout);
+  EXPECT_NE(o.where.find("waiting on rank 1"), std::string::npos) << o.where;
+  EXPECT_GE(took, 200ms);
+  EXPECT_LT(took, 3s);
+}
+
+TEST(BoardRs, AnotherCollectiveAtTheSameSeqIsADesync) {
+  constexpr int world = 2;
+  board_views b(world, 256, 4096);
+  std::vector<float> in(2000, 1.0f), out(2000);
+  auto outcomes = run_ranks(b, world, [&](int r, shm_board& board) {
+    mccl::op_request req;
+    req.count = r == 0 ? in.size() : in.size() - 1; // rank 1 issued another count
+    req.send = in.data();
+    req.recv = out.data();
+    return mccl::run_board_rs(req, call_for(board, world, 0, 0, 5000ms));
+  });
+  for (const auto& o : outcomes) {
+    EXPECT_EQ(o.code, errc::desync);
+    EXPECT_NE(o.message.find("issued different collectives"), std::string::npos) << o.message;
+  }
 }

@@ -45,6 +45,20 @@ bool has_posted(uint32_t posted, uint64_t n) noexcept {
   return static_cast<int32_t>(posted - static_cast<uint32_t>(n + 1)) >= 0;
 }
 
+/// A slot's header takes one page; its banks follow, cache-line aligned
+/// (the stage and result banks page aligned).
+constexpr std::size_t slot_header_bytes = 4096;
+
+std::size_t round_up(std::size_t n, std::size_t to) noexcept {
+  return (n + to - 1) / to * to;
+}
+
+/// One slot: header, two banks, two stage banks, two result banks.
+std::size_t stride_of(std::size_t slot_bytes, std::size_t stage_bytes, std::size_t result_bytes) noexcept {
+  return round_up(slot_header_bytes + 2 * slot_bytes, stage_bytes > 0 ? 4096 : 64) + 2 * stage_bytes
+         + 2 * result_bytes;
+}
+
 } // namespace
 
 /// A rank's slot: its counter alone on a cache line (the peers spin on it),
@@ -58,25 +72,39 @@ struct shm_board::slot {
   log_entry log[log_entries];
 };
 
-/// A slot's header takes one page; its banks follow, cache-line aligned.
-constexpr std::size_t slot_header_bytes = 4096;
-
-std::size_t shm_board::segment_bytes(int world, std::size_t slot_bytes) noexcept {
-  static_assert(sizeof(slot) <= slot_header_bytes, "a slot's header fits its page");
-  return 64 + static_cast<std::size_t>(world) * (slot_header_bytes + 2 * slot_bytes);
+std::size_t shm_board::result_bytes(int world, std::size_t stage_bytes) noexcept {
+  if (stage_bytes == 0 || world < 1)
+    return 0;
+  // A share is ceil(elements / world) rounded up to 64 bytes' worth of
+  // elements: at most stage_bytes / world + 64 bytes.
+  return round_up(round_up(stage_bytes, static_cast<std::size_t>(world)) / static_cast<std::size_t>(world), 64) + 64;
 }
 
-shm_board::shm_board(shm_segment segment, int world, int rank, std::size_t slot_bytes)
-  : segment_(std::move(segment)), world_(world), rank_(rank), slot_bytes_(slot_bytes),
-    oversubscribed_(world > usable_cpus()) {}
+std::size_t shm_board::segment_bytes(int world, std::size_t slot_bytes, std::size_t stage_bytes) noexcept {
+  static_assert(sizeof(slot) <= slot_header_bytes, "a slot's header fits its page");
+  return 64 + static_cast<std::size_t>(world) * stride_of(slot_bytes, stage_bytes, result_bytes(world, stage_bytes));
+}
+
+shm_board::shm_board(shm_segment segment, int world, int rank, std::size_t slot_bytes, std::size_t stage_bytes)
+  : segment_(std::move(segment)), world_(world), rank_(rank), slot_bytes_(slot_bytes), stage_bytes_(stage_bytes),
+    result_bytes_(result_bytes(world, stage_bytes)), stride_(stride_of(slot_bytes, stage_bytes, result_bytes_)),
+    stage_offset_(round_up(slot_header_bytes + 2 * slot_bytes, 4096)), oversubscribed_(world > usable_cpus()) {}
 
 shm_board::slot& shm_board::slot_of(int r) const noexcept {
-  auto* at = segment_.data() + 64 + static_cast<std::size_t>(r) * (slot_header_bytes + 2 * slot_bytes_);
+  auto* at = segment_.data() + 64 + static_cast<std::size_t>(r) * stride_;
   return *reinterpret_cast<slot*>(at);
 }
 
 uint8_t* shm_board::bank_of(int r, uint64_t n) const noexcept {
   return reinterpret_cast<uint8_t*>(&slot_of(r)) + slot_header_bytes + (n & 1) * slot_bytes_;
+}
+
+uint8_t* shm_board::stage_of(int r, uint64_t n) const noexcept {
+  return reinterpret_cast<uint8_t*>(&slot_of(r)) + stage_offset_ + (n & 1) * stage_bytes_;
+}
+
+uint8_t* shm_board::result_of(int r, uint64_t n) const noexcept {
+  return stage_of(r, 0) + 2 * stage_bytes_ + (n & 1) * result_bytes_;
 }
 
 const uint8_t* shm_board::bytes_of(int peer, uint64_t n) const noexcept {

@@ -20,6 +20,13 @@
 /// Collectives issued on any path also note their tag by seq (the
 /// seq log), so a rank waiting on the board for a peer that issued
 /// another collective at that seq learns it at once.
+///
+/// Beside the banks, a slot may hold two stage banks of `stage_bytes` and
+/// two result banks of result_bytes() for allreduces larger than a bank
+/// (collectives/algorithms/board_collectives.hpp, "board_rs"). They follow
+/// the same rule as the banks: what a rank posts with op n is read by the
+/// peers only until they post n + 1, and the bank of op n is written
+/// again for op n + 2 at the earliest.
 
 #include "transport/shm/shm_segment.hpp"
 
@@ -43,14 +50,22 @@ class shm_board {
 public:
   using clock = std::chrono::steady_clock;
 
-  /// The segment size for `world` ranks with banks of `slot_bytes`.
-  static std::size_t segment_bytes(int world, std::size_t slot_bytes) noexcept;
+  /// The segment size for `world` ranks with banks of `slot_bytes` and
+  /// stage banks of `stage_bytes` (0: none).
+  static std::size_t segment_bytes(int world, std::size_t slot_bytes, std::size_t stage_bytes = 0) noexcept;
+  /// A result bank's size: the largest share of a stage bank's bytes one
+  /// of `world` ranks reduces (cut at 64-byte boundaries), rounded up.
+  static std::size_t result_bytes(int world, std::size_t stage_bytes) noexcept;
 
-  /// `segment` of segment_bytes(world, slot_bytes), as rank `rank` sees it.
-  shm_board(shm_segment segment, int world, int rank, std::size_t slot_bytes);
+  /// `segment` of segment_bytes(world, slot_bytes, stage_bytes), as rank
+  /// `rank` sees it.
+  shm_board(shm_segment segment, int world, int rank, std::size_t slot_bytes, std::size_t stage_bytes = 0);
 
   int world() const noexcept { return world_; }
+  int rank() const noexcept { return rank_; }
   std::size_t slot_bytes() const noexcept { return slot_bytes_; }
+  /// Each stage bank's size; 0: no stage banks.
+  std::size_t stage_bytes() const noexcept { return stage_bytes_; }
 
   /// Posts board op `n` (collective number `seq`): `bytes` (at most
   /// slot_bytes) from `data` into this rank's bank, then the counter.
@@ -81,6 +96,10 @@ public:
                    board_tag* theirs, uint64_t* issued);
   /// `peer`'s bytes of board op `n` (valid once wait() said posted).
   const uint8_t* bytes_of(int peer, uint64_t n) const noexcept;
+  /// Rank `r`'s stage and result banks for board op `n`: written by r
+  /// before it posts n, read by the others once wait() said posted.
+  uint8_t* stage_of(int r, uint64_t n) const noexcept;
+  uint8_t* result_of(int r, uint64_t n) const noexcept;
 
 private:
   struct slot;
@@ -91,6 +110,10 @@ private:
   int world_;
   int rank_;
   std::size_t slot_bytes_;
+  std::size_t stage_bytes_;
+  std::size_t result_bytes_;
+  std::size_t stride_;       ///< one slot with its banks
+  std::size_t stage_offset_; ///< the first stage bank, from its slot
   bool oversubscribed_; ///< more ranks than the CPUs this process may use
 };
 

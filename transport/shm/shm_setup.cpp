@@ -94,7 +94,8 @@ std::string read_link(const char* path) {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
-/// What one rank published: "<mode> <board bytes> <host identity>".
+/// What one rank published: "<mode> <board bytes>:<stage bytes> <announce>
+/// <host identity>".
 struct published {
   std::string mode;
   std::string board;
@@ -133,8 +134,9 @@ std::string format_bytes(std::size_t b) {
 /// the smallest board size asked for hold alike everywhere); a rank with a pair
 /// over TCP (`all_pairs_shm` false) says so instead of mapping. Null
 /// when any rank did not map the board.
-std::shared_ptr<shm_board> setup_board(const shm_setup_options& o, std::size_t board_bytes, bool all_pairs_shm) {
-  auto bytes = shm_board::segment_bytes(o.world, board_bytes);
+std::shared_ptr<shm_board> setup_board(const shm_setup_options& o, std::size_t board_bytes, std::size_t stage_bytes,
+                                       bool all_pairs_shm) {
+  auto bytes = shm_board::segment_bytes(o.world, board_bytes, stage_bytes);
   auto timeout = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(o.deadline - clock::now()),
                           std::chrono::milliseconds(1));
   shm_segment seg;
@@ -175,8 +177,12 @@ std::shared_ptr<shm_board> setup_board(const shm_setup_options& o, std::size_t b
     return nullptr;
   }
   MCCL_LOG(info, rank_name(o.rank) << ": host board for " << o.world << " ranks, " << format_bytes(board_bytes)
-                                   << " per rank and bank: collectives up to that size skip the links");
-  return std::make_shared<shm_board>(std::move(seg), o.world, o.rank, board_bytes);
+                                   << " per rank and bank: collectives up to that size skip the links"
+                                   << (stage_bytes > 0 ? "; allreduces beyond it stage " + format_bytes(stage_bytes)
+                                                           + " per rank at a time (" + format_bytes(bytes)
+                                                           + " in all)"
+                                                       : std::string()));
+  return std::make_shared<shm_board>(std::move(seg), o.world, o.rank, board_bytes, stage_bytes);
 }
 
 /// Waits, a bounded time, until every rank has read the others' values.
@@ -207,7 +213,7 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
   shm_setup_result result;
   result.hosts.assign(static_cast<std::size_t>(o.world), {});
   auto me = host_identity(o.host_id);
-  auto board = std::to_string(o.board_bytes);
+  auto board = std::to_string(o.board_bytes) + ":" + std::to_string(o.stage_bytes);
   published mine{o.mode, board, o.announce, me};
   o.rendezvous->set(o.key_prefix + "host/" + std::to_string(o.rank), format_published(mine));
   auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.deadline - clock::now());
@@ -235,8 +241,14 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
   // The board's size is the smallest any rank asks for (0: no board), so
   // every rank puts the same ops on it whatever its own settings.
   auto board_bytes = o.board_bytes;
-  for (int r = 0; r < o.world; ++r)
-    board_bytes = std::min<std::size_t>(board_bytes, std::strtoull(ranks[r].board.c_str(), nullptr, 10));
+  auto stage_bytes = o.stage_bytes;
+  for (int r = 0; r < o.world; ++r) {
+    const auto& b = ranks[r].board;
+    board_bytes = std::min<std::size_t>(board_bytes, std::strtoull(b.c_str(), nullptr, 10));
+    auto colon = b.find(':');
+    stage_bytes = std::min<std::size_t>(stage_bytes,
+                                        colon == std::string::npos ? 0 : std::strtoull(b.c_str() + colon + 1, nullptr, 10));
+  }
   if (o.mode == "tcp")
     return result;
 
@@ -346,7 +358,7 @@ shm_setup_result setup_shm_links(std::vector<connection_ptr>& conns, const shm_s
   for (auto& [p, seg] : opened)
     adopt(p, std::move(seg), false);
   if (board_bytes > 0 && remote.empty())
-    result.board = setup_board(o, board_bytes, refused.empty());
+    result.board = setup_board(o, board_bytes, stage_bytes, refused.empty());
   return result;
 }
 

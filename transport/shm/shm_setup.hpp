@@ -63,6 +63,9 @@ struct shm_setup_options {
   /// The host board's bank size this rank asks for; the smallest of all
   /// ranks' is used, 0: no board.
   std::size_t board_bytes = 0;
+  /// The board's stage bank size this rank asks for (MCCL_SHM_STAGE_BYTES,
+  /// a multiple of 4 KiB); the smallest of all ranks' is used, 0: none.
+  std::size_t stage_bytes = 0;
   std::chrono::steady_clock::time_point deadline;
   store* rendezvous = nullptr;
   std::string key_prefix; ///< keys are <prefix>host/<rank>

@@ -44,6 +44,7 @@ void connect_shm(wireup_state& s) {
   // MCCL_INLINE_BYTES allows; fault scenarios act on links: with one,
   // every op goes over them.
   so.board_bytes = s.injector ? 0 : std::min(cfg.shm_board_bytes, cfg.inline_bytes);
+  so.stage_bytes = s.injector ? 0 : cfg.shm_stage_bytes;
   // The fault decorator rewrites frames in buffers of its own, which a
   // splice must not point into.
   so.single_copy_bytes = s.injector ? 0 : cfg.shm_single_copy_bytes;

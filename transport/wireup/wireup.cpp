@@ -49,7 +49,7 @@ listen_choice listen_addresses_for(const config& cfg, const std::string& master_
 /// and a mismatch fails it on every rank naming both sides).
 std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const config& cfg) {
   static const char* names[] = {"MCCL_CHUNK_BYTES", "MCCL_SMALL_MSG_THRESHOLD", "MCCL_SHM_BOARD_BYTES",
-                                "MCCL_ALGO", "MCCL_TRANSPORT_CRC", "MCCL_HEARTBEAT_MS"};
+                                "MCCL_SHM_STAGE_BYTES", "MCCL_ALGO", "MCCL_TRANSPORT_CRC", "MCCL_HEARTBEAT_MS"};
   std::map<std::string, std::string> shown;
   std::istringstream in(describe(cfg));
   std::string line;
