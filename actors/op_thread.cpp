@@ -12,7 +12,7 @@ op_thread::~op_thread() {
   stop();
 }
 
-void op_thread::posted() {
+bool op_thread::posted() {
   bool wake = false;
   {
     std::lock_guard<std::mutex> guard{mutex_};
@@ -27,12 +27,13 @@ void op_thread::posted() {
   }
   if (wake)
     changed_.notify_one();
+  return wake;
 }
 
-void op_thread::needed() {
+bool op_thread::needed() {
   // A caller that let go usually waits for its next op within
   // microseconds: the same grace as for a fresh op.
-  posted();
+  return posted();
 }
 
 void op_thread::stop() {

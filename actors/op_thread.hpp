@@ -49,11 +49,14 @@ public:
   op_thread(const op_thread&) = delete;
   op_thread& operator=(const op_thread&) = delete;
 
-  /// An op was posted that no caller drives now.
-  void posted();
+  /// An op was posted that no caller drives now. True when the thread was
+  /// woken for it (false while callers drive their ops: its poll finds
+  /// the op if nobody takes it).
+  bool posted();
   /// The engine has ops and nobody leads (a leader let go). The thread
-  /// takes over after caller_grace unless a caller does first.
-  void needed();
+  /// takes over after caller_grace unless a caller does first. True when
+  /// the thread was woken for it, as posted().
+  bool needed();
   /// Ends the thread: an engine it leads is let go at its next pass.
   void stop();
 

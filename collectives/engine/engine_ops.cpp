@@ -124,7 +124,7 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
       return refuse(op, errc::peer_lost, "rank " + std::to_string(peer) + " has already finalized (after issuing "
                                            + std::to_string(issued) + " op(s))");
   std::string why;
-  auto [name, factory] = select_algorithm(*op, opts_.world, opts_.cfg, &why);
+  auto [name, factory] = select_algorithm(*op, opts_.world, opts_.cfg, &why, &algorithms_);
   if (!factory)
     return refuse(op, errc::internal, why);
 

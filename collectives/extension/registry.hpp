@@ -27,8 +27,30 @@ std::string choose_algorithm(const op_request& op, int world, const config& cfg)
 /// except that an op with nothing to move on any rank runs as an "empty"
 /// barrier carrying its signature). Empty name and factory, and *why, when
 /// none is registered under the chosen name.
+/// `cache`, when given, answers the registry look-up for names it saw
+/// before (algorithm_cache).
+class algorithm_cache;
 std::pair<std::string, algorithm_factory> select_algorithm(const op_request& op, int world,
-                                                           const config& cfg, std::string* why);
+                                                           const config& cfg, std::string* why,
+                                                           algorithm_cache* cache = nullptr);
+
+/// find_algorithm's answers, kept by one user (an engine, on its leader's
+/// thread; not thread-safe): the registry look-up takes its mutex and
+/// compares names in a map, some 300 instructions an op. Registering an
+/// algorithm empties every cache at its next look-up.
+class algorithm_cache {
+public:
+  algorithm_factory find(op_kind kind, const std::string& name);
+
+private:
+  struct entry {
+    op_kind kind;
+    std::string name;
+    algorithm_factory factory;
+  };
+  std::vector<entry> entries_;
+  uint64_t generation_ = 0; ///< the registry's, when entries_ were looked up
+};
 
 /// mccl's own choice for (kind, bytes, world), from measurements
 /// (bench/RESULTS.md has the runs behind the thresholds).
