@@ -84,6 +84,7 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   if (init_.cfg.op_thread_bytes > 0 && init_.world > 1) {
     op_thread::hooks h;
     h.busy = [this] { return !engine_->idle() && !engine_->callers_driving(); };
+    h.idle = [this] { return engine_->idle(); };
     h.drive = [this](const std::function<bool()>& stop) {
       // A caller that waits drives the engine itself: leave it to it.
       return drive(driver_kind::op_thread,

@@ -66,7 +66,13 @@ void op_thread::loop() {
         if (!signalled_ && !stopping_) {
           lock.unlock();
           bool busy = hooks_.busy();
+          bool idle = hooks_.idle();
           lock.lock();
+          // An op in flight that a caller drives is not quiet: the gap
+          // between two 64 MiB ops (their buffers being refilled) must not
+          // make the next post wake this thread.
+          if (!idle)
+            last_post_ = clock::now();
           signalled_ = busy;
           poll_wait_ = busy ? poll_period : std::min(2 * poll_wait_, poll_period_max);
         }
