@@ -88,6 +88,7 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   if (init_.cfg.op_thread_bytes > 0 && init_.world > 1) {
     op_thread::hooks h;
     h.busy = [this] { return !engine_->idle() && !engine_->callers_driving(); };
+    h.idle = [this] { return engine_->idle(); };
     h.drive = [this](const std::function<bool()>& stop) {
       // A caller that waits drives the engine itself: leave it to it.
       return drive(driver_kind::op_thread,
@@ -189,10 +190,12 @@ void comm_core::submit(op_ptr op, const std::shared_ptr<work_state>& work) {
       return;
   }
   // Left to a background driver until someone waits for it.
-  if (op->background == driver_kind::op_thread)
-    op_thread_->posted();
-  else
+  if (op->background == driver_kind::op_thread) {
+    if (op_thread_->posted())
+      metrics_registry::count_thread_wakeup();
+  } else {
     caf::anon_send(progress_, drive_atom::value);
+  }
 }
 
 bool comm_core::drive(driver_kind who, const std::function<bool()>& done, clock::time_point deadline) {
@@ -445,11 +448,16 @@ void comm_core::finalize(std::chrono::milliseconds flush, bool await_actors) {
 // ---- engine_listener ------------------------------------------------------------
 
 void comm_core::needs_driver(driver_kind who) {
-  metrics_registry::count_thread_wakeup();
-  if (who == driver_kind::op_thread && op_thread_)
-    op_thread_->needed();
-  else if (progress_)
+  // Counted when a thread is really called in: the op thread is not woken
+  // while callers drive their ops (op_thread.hpp), which is what a
+  // sendrecv's caller does between its send and its receive.
+  if (who == driver_kind::op_thread && op_thread_) {
+    if (op_thread_->needed())
+      metrics_registry::count_thread_wakeup();
+  } else if (progress_) {
+    metrics_registry::count_thread_wakeup();
     caf::anon_send(progress_, drive_atom::value);
+  }
 }
 
 void comm_core::aborted(errc code, const std::string& why, int origin) {

@@ -45,6 +45,10 @@ std::size_t driving_unit::drain(std::size_t max_jobs) {
   // runs what was queued, once the handler returns.
   if (draining_.load(std::memory_order_relaxed))
     return 0;
+  // Nothing queued (an op actor's message was handled in place, and sent
+  // nothing on): no driver scope to set up.
+  if (local_next_ == local_jobs_.size() && !foreign_waiting_.load(std::memory_order_acquire))
+    return 0;
   draining_.store(true, std::memory_order_relaxed);
   // Jobs pushed by the actors that run below are local pushes: the same
   // thread runs them in this call.
@@ -104,6 +108,7 @@ driving_unit::counters driving_unit::stats() const {
   c.local_pushes = local_pushes_.load(std::memory_order_relaxed);
   c.foreign_pushes = foreign_pushes_.load(std::memory_order_relaxed);
   c.resumes = resumes_.load(std::memory_order_relaxed);
+  c.dispatches = dispatches_.load(std::memory_order_relaxed);
   return c;
 }
 

@@ -34,6 +34,7 @@
 #include <caf/execution_unit.hpp>
 #include <caf/mailbox_element.hpp>
 #include <caf/resumable.hpp>
+#include <caf/scheduled_actor.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -99,6 +100,7 @@ public:
     uint64_t local_pushes = 0;   ///< jobs queued by the draining thread itself
     uint64_t foreign_pushes = 0; ///< jobs queued from another thread (each one a wake-up)
     uint64_t resumes = 0;        ///< actor resumes run by drain()
+    uint64_t dispatches = 0;     ///< messages handled in place by dispatch()
   };
   counters stats() const;
 
@@ -121,6 +123,37 @@ public:
     receiver->enqueue(caf::make_mailbox_element(nullptr, caf::make_message_id(), {},
                                                 std::forward<Ts>(xs)...),
                       this);
+  }
+
+  /// Handles `xs...` as a message to `dest` on the calling thread, now,
+  /// through CAF's one-shot activation (scheduled_actor::activate(unit,
+  /// element): the actor's behaviour, its exception handler and its exit
+  /// run as for a message from its mailbox), the way CAF's I/O brokers run
+  /// the messages their multiplexer hands them. It skips what a resume adds
+  /// around one message (the mailbox's queues, the logger's actor id, the
+  /// scheduling of the actor): a message then costs about 1,100
+  /// instructions instead of 2,100 (callgrind, a 4 B sendrecv's).
+  ///
+  /// Only when that changes nothing an actor can see: no handler of this
+  /// unit is running (one handler's message to another actor waits until
+  /// it returns, as from the mailbox) and `dest` is idle (its mailbox
+  /// blocked: no message of its own waits that this one would pass).
+  /// can_dispatch() says whether it may; otherwise the caller sends the
+  /// message (deliver(), then drain()). Jobs the handler queues run at the
+  /// caller's next drain(). The driving thread's calls only.
+  bool can_dispatch(caf::scheduled_actor* dest) const {
+    return dest != nullptr && !draining_.load(std::memory_order_relaxed) && dest->mailbox().blocked();
+  }
+  template <class... Ts>
+  void dispatch(caf::scheduled_actor* dest, Ts&&... xs) {
+    auto element = caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, std::forward<Ts>(xs)...);
+    draining_.store(true, std::memory_order_relaxed); // a drain() from the handler leaves it to ours
+    {
+      driver_scope driving{*this};
+      dest->activate(this, *element);
+    }
+    draining_.store(false, std::memory_order_relaxed);
+    dispatches_.fetch_add(1, std::memory_order_relaxed);
   }
 
 private:
@@ -149,6 +182,7 @@ private:
   std::atomic<uint64_t> local_pushes_{0};
   std::atomic<uint64_t> foreign_pushes_{0};
   std::atomic<uint64_t> resumes_{0};
+  std::atomic<uint64_t> dispatches_{0};
 };
 
 } // namespace mccl::actors

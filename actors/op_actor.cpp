@@ -82,6 +82,7 @@ op_handle::behavior_type op_behavior(op_handle::stateful_pointer<op_state> self,
 /// (op_slot, written and read on the driving thread only).
 struct op_actors::slot : op_slot {
   op_handle actor;
+  caf::scheduled_actor* self = nullptr; ///< the actor itself, for dispatch (the handle keeps it)
 };
 
 /// The engine's side of one op actor while it hosts an op; gives the
@@ -128,7 +129,7 @@ private:
       // Its actor died and failed the op: nothing is left to tell it.
       return;
     }
-    pool_.send(slot_->actor, std::forward<Ts>(xs)...);
+    pool_.send(slot_->actor, slot_->self, std::forward<Ts>(xs)...);
   }
 
   op_actors& pool_;
@@ -148,6 +149,7 @@ std::unique_ptr<op_runner> op_actors::runner_for(op_session& op) {
     s = std::make_unique<slot>();
     driving_unit::driver_scope driving{unit_};
     s->actor = unit_.spawn(op_behavior, static_cast<op_slot*>(s.get()));
+    s->self = dynamic_cast<caf::scheduled_actor*>(caf::actor_cast<caf::abstract_actor*>(s->actor));
     if (supervise_)
       supervise_(s->actor);
   } else {

@@ -92,11 +92,17 @@ private:
   /// Sends `xs...` to `actor` and drains the unit: the message is handled
   /// before this returns, or (sent from inside a handler) right after the
   /// running handler.
+  /// An idle actor outside any handler of the unit handles it in place
+  /// (driving_unit::dispatch); otherwise it goes through the mailbox.
   template <class... Ts>
-  void send(const op_handle& actor, Ts&&... xs) {
-    driving_unit::driver_scope driving{unit_};
+  void send(const op_handle& actor, caf::scheduled_actor* self, Ts&&... xs) {
     metrics_registry::count_actor_messages(1);
-    unit_.deliver(actor, std::forward<Ts>(xs)...);
+    if (unit_.can_dispatch(self)) {
+      unit_.dispatch(self, std::forward<Ts>(xs)...);
+    } else {
+      driving_unit::driver_scope driving{unit_};
+      unit_.deliver(actor, std::forward<Ts>(xs)...);
+    }
     unit_.drain();
   }
 

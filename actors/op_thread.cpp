@@ -12,7 +12,7 @@ op_thread::~op_thread() {
   stop();
 }
 
-void op_thread::posted() {
+bool op_thread::posted() {
   bool wake = false;
   {
     std::lock_guard<std::mutex> guard{mutex_};
@@ -27,12 +27,13 @@ void op_thread::posted() {
   }
   if (wake)
     changed_.notify_one();
+  return wake;
 }
 
-void op_thread::needed() {
+bool op_thread::needed() {
   // A caller that let go usually waits for its next op within
   // microseconds: the same grace as for a fresh op.
-  posted();
+  return posted();
 }
 
 void op_thread::stop() {
@@ -65,7 +66,13 @@ void op_thread::loop() {
         if (!signalled_ && !stopping_) {
           lock.unlock();
           bool busy = hooks_.busy();
+          bool idle = hooks_.idle();
           lock.lock();
+          // An op in flight that a caller drives is not quiet: the gap
+          // between two 64 MiB ops (their buffers being refilled) must not
+          // make the next post wake this thread.
+          if (!idle)
+            last_post_ = clock::now();
           signalled_ = busy;
           poll_wait_ = busy ? poll_period : std::min(2 * poll_wait_, poll_period_max);
         }

@@ -14,7 +14,9 @@
 ///   `poll_period`, then, while it finds none, twice as long each time up
 ///   to `poll_period_max` (every look is a wake-up on a core a rank may
 ///   need: at 1 ms, one per 4 MiB op), and after `idle_limit` without ops
-///   it sleeps until woken again. An op left behind thus waits at most
+///   posted or in flight it sleeps until woken again (an op that a caller
+///   drives for longer than that, 64 MiB, keeps it polling: the next
+///   op's post then wakes nobody). An op left behind thus waits at most
 ///   poll_period_max once; the thread then drives it and wakes on every
 ///   post until callers take their ops again.
 
@@ -36,9 +38,11 @@ public:
   /// What the thread does when it has work: `busy()` says whether ops are
   /// posted or running; `drive(stop)` leads the engine until it is idle or
   /// `stop()` holds, returning false when another thread leads;
-  /// `wake_leader()` wakes a leader blocked in the engine's wait.
+  /// `wake_leader()` wakes a leader blocked in the engine's wait; `idle()`
+  /// says whether no op is posted or in flight.
   struct hooks {
     std::function<bool()> busy;
+    std::function<bool()> idle;
     std::function<bool(const std::function<bool()>& stop)> drive;
     std::function<void()> wake_leader;
   };
@@ -49,11 +53,14 @@ public:
   op_thread(const op_thread&) = delete;
   op_thread& operator=(const op_thread&) = delete;
 
-  /// An op was posted that no caller drives now.
-  void posted();
+  /// An op was posted that no caller drives now. True when the thread was
+  /// woken for it (false while callers drive their ops: its poll finds
+  /// the op if nobody takes it).
+  bool posted();
   /// The engine has ops and nobody leads (a leader let go). The thread
-  /// takes over after caller_grace unless a caller does first.
-  void needed();
+  /// takes over after caller_grace unless a caller does first. True when
+  /// the thread was woken for it, as posted().
+  bool needed();
   /// Ends the thread: an engine it leads is let go at its next pass.
   void stop();
 

@@ -45,6 +45,7 @@
 #include "collectives/engine/op_runner.hpp"
 #include "collectives/engine/peer_link.hpp"
 #include "collectives/engine/p2p_matcher.hpp"
+#include "collectives/extension/registry.hpp"
 #include <mccl/config.hpp>
 #include "transport/buffer_pool.hpp"
 #include "transport/channel.hpp"
@@ -418,6 +419,7 @@ private:
   engine_options opts_;
   engine_listener& listener_;
   direct_runners direct_runners_;
+  algorithm_cache algorithms_; ///< the leader's: the factories of the algorithms ops ran with
   op_runners* runners_; ///< opts_.runners, or &direct_runners_
   std::shared_ptr<const std::vector<int>> host_of_; ///< opts_.cfg.host_of, shared with every op
   /// By rank: references to the links, which the link actors keep

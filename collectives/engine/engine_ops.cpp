@@ -133,7 +133,7 @@ void engine::start(op_ptr op, std::size_t bytes, clock::time_point now) {
     }
   std::string why;
   errc refusal = errc::internal;
-  auto [name, factory] = select_algorithm(*op, opts_.world, opts_.cfg, &why, &refusal);
+  auto [name, factory] = select_algorithm(*op, opts_.world, opts_.cfg, &why, &refusal, &algorithms_);
   if (!factory)
     return refuse(op, refusal, why);
 

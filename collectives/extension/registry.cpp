@@ -6,6 +6,7 @@
 #include <mccl/config.hpp>
 
 #include <map>
+#include <atomic>
 #include <mutex>
 #include <algorithm>
 #include <cmath>
@@ -21,6 +22,8 @@ struct entry {
 };
 
 std::mutex registry_mutex;
+/// Bumped by every registration (algorithm_cache).
+std::atomic<uint64_t> registry_generation{1};
 
 std::map<std::pair<op_kind, std::string>, entry>& algorithms_by_name() {
   static std::map<std::pair<op_kind, std::string>, entry> r;
@@ -47,6 +50,22 @@ void register_algorithm(op_kind kind, const std::string& name, algorithm_factory
                         algorithm_limits limits) {
   std::lock_guard<std::mutex> guard{registry_mutex};
   algorithms_by_name()[{kind, name}] = entry{std::move(factory), limits};
+  registry_generation.fetch_add(1, std::memory_order_release);
+}
+
+algorithm_factory algorithm_cache::find(op_kind kind, const std::string& name) {
+  auto generation = registry_generation.load(std::memory_order_acquire);
+  if (generation != generation_) {
+    entries_.clear();
+    generation_ = generation;
+  }
+  for (const auto& e : entries_)
+    if (e.kind == kind && e.name == name)
+      return e.factory;
+  auto factory = find_algorithm(kind, name);
+  if (factory)
+    entries_.push_back(entry{kind, name, factory});
+  return factory;
 }
 
 algorithm_factory find_algorithm(op_kind kind, const std::string& name) {
@@ -265,7 +284,8 @@ std::string compressing_algorithm(op_kind kind, std::size_t bytes, int world) {
 }
 
 std::pair<std::string, algorithm_factory> select_algorithm(const op_request& op, int world,
-                                                           const config& cfg, std::string* why, errc* code) {
+                                                           const config& cfg, std::string* why, errc* code,
+                                                           algorithm_cache* cache) {
   if (code)
     *code = errc::internal;
   std::string name;
@@ -292,7 +312,7 @@ std::pair<std::string, algorithm_factory> select_algorithm(const op_request& op,
       *code = errc::invalid_config;
     return {};
   }
-  auto factory = find_algorithm(registry_kind, name);
+  auto factory = cache ? cache->find(registry_kind, name) : find_algorithm(registry_kind, name);
   if (!factory && why) {
     *why = op.kind == op_kind::custom
              ? "no collective named \"" + op.name + "\" is registered"

@@ -29,9 +29,30 @@ std::string choose_algorithm(const op_request& op, int world, const config& cfg)
 /// none is registered under the chosen name; *code (if given) says whether
 /// that is the settings' fault (errc::invalid_config: MCCL_ALGO names an
 /// algorithm of the host board, and there is none) or errc::internal.
+/// `cache`, when given, answers the registry look-up for names it saw
+/// before (algorithm_cache).
+class algorithm_cache;
 std::pair<std::string, algorithm_factory> select_algorithm(const op_request& op, int world,
                                                            const config& cfg, std::string* why,
-                                                           errc* code = nullptr);
+                                                           errc* code = nullptr, algorithm_cache* cache = nullptr);
+
+/// find_algorithm's answers, kept by one user (an engine, on its leader's
+/// thread; not thread-safe): the registry look-up takes its mutex and
+/// compares names in a map, some 300 instructions an op. Registering an
+/// algorithm empties every cache at its next look-up.
+class algorithm_cache {
+public:
+  algorithm_factory find(op_kind kind, const std::string& name);
+
+private:
+  struct entry {
+    op_kind kind;
+    std::string name;
+    algorithm_factory factory;
+  };
+  std::vector<entry> entries_;
+  uint64_t generation_ = 0; ///< the registry's, when entries_ were looked up
+};
 
 /// mccl's own choice for (kind, bytes, world), from measurements
 /// (bench/RESULTS.md has the runs behind the thresholds).
