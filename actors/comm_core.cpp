@@ -152,8 +152,12 @@ void comm_core::submit(op_ptr op, const std::shared_ptr<work_state>& work) {
   if (op->timeout.count() <= 0)
     op->timeout = init_.cfg.timeout;
   auto on_board = board_algorithm_for(*op);
-  if (!on_board.empty())
+  if (!on_board.empty()) {
+    // Above MCCL_INLINE_BYTES the call returns at once, as over the links.
+    if (bytes > init_.cfg.inline_bytes && bytes > init_.board->slot_bytes())
+      return post_to_board(op, work, on_board);
     return run_on_board(op, work, on_board);
+  }
   op->background = op_thread_ && bytes <= init_.cfg.op_thread_bytes ? driver_kind::op_thread
                                                                       : driver_kind::actor;
   // A small collective runs to its end here: no thread hand-off at all.
@@ -414,6 +418,7 @@ void comm_core::finalize(std::chrono::milliseconds flush, bool await_actors) {
     MCCL_LOG(warn, "finalize of rank " << init_.rank << ": a thread kept leading the engine for "
                                        << finalize_lead_wait.count() << " s; closing without BYE");
   }
+  stop_board_thread();
   if (init_.watchdog)
     caf::anon_send(init_.watchdog, unwatch_atom::value, watch_key_);
   // The supervisor stops the links and the progress actor, then itself.

@@ -33,11 +33,14 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace mccl {
@@ -171,8 +174,36 @@ private:
   /// The board algorithm that runs `op` ("board", "board_rs"), or ""
   /// when it runs in the engine.
   std::string board_algorithm_for(const op_request& op) const;
-  /// Runs a board op on this thread to its end (comm_core_board.cpp).
+  /// A board op numbered and waiting for its turn (comm_core_board.cpp).
+  struct board_job {
+    op_ptr op;
+    std::shared_ptr<work_state> work;
+    std::string algorithm;
+    uint64_t n = 0; ///< its first board op number
+  };
+  /// Runs a board op on this thread to its end, after any board op
+  /// numbered before it (comm_core_board.cpp).
   void run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work, const std::string& algorithm);
+  /// Numbers a board op larger than MCCL_INLINE_BYTES and leaves it to the
+  /// board thread (or to the caller that waits for it first): the call
+  /// returns at once, as one over the links does.
+  void post_to_board(const op_ptr& op, const std::shared_ptr<work_state>& work, const std::string& algorithm);
+  /// Numbers `op` for the board (id, seq, board op numbers); under submit_mutex_.
+  board_job number_for_board(const op_ptr& op, const std::shared_ptr<work_state>& work, std::string algorithm);
+  /// Runs one numbered job; board_mutex_ held.
+  void run_board_job(board_job& job);
+  /// Runs queued jobs in order until `until` is done (null: the queue is
+  /// empty). Blocks for board_mutex_, or with `try_only` returns false at
+  /// once when another thread runs the board.
+  bool run_board_queue(const work_state* until, bool try_only);
+  void board_thread_main();
+  /// At finalize, once the engine closed: ends the board thread and fails
+  /// the board ops that never ran.
+  void stop_board_thread();
+  /// A board op failed because `departed.peer` finalized without it: the
+  /// revoke or abort that rank sent before it left, if one arrives within
+  /// a few milliseconds, else the departure.
+  board_outcome departed_or_revoked(board_outcome departed);
   /// A board op completed here: while the communicator is being revoked,
   /// whether it stands (nothing) or fails (errc::revoked), once the ranks
   /// agreed on the revoke point.
@@ -210,6 +241,12 @@ private:
   uint64_t next_board_op_ = 0; ///< collectives issued to the board
   /// Board ops run one at a time, in the order they were numbered.
   std::mutex board_mutex_;
+  /// Numbered board ops not started yet, in board order (under
+  /// submit_mutex_); whoever runs the board takes them from the front.
+  std::deque<board_job> board_queue_;
+  std::condition_variable board_queue_cv_; ///< with submit_mutex_: the board thread's wake-up
+  std::thread board_thread_;               ///< started by the first op posted to the board
+  bool board_thread_stop_ = false;         ///< under submit_mutex_
   /// The op on the board now, for status queries (null: none).
   std::mutex board_status_mutex_;
   op_ptr board_op_;

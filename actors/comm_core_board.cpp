@@ -5,6 +5,7 @@
 #include "actors/comm_core.hpp"
 
 #include "collectives/algorithms/board_collectives.hpp"
+#include "collectives/observability/metrics_registry.hpp"
 #include "collectives/engine/op.hpp"
 #include "config/log.hpp"
 
@@ -24,22 +25,139 @@ std::string comm_core::board_algorithm_for(const op_request& op) const {
   std::string named;
   if (kind < algo_named_.size() && algo_named_[kind])
     named = algo_for(init_.cfg.algo, to_string(op.kind), op.selection_bytes(init_.world));
-  return board_algorithm(op, init_.world, board->slot_bytes(), board->stage_bytes(), init_.cfg.inline_bytes,
-                         named);
+  return board_algorithm(op, init_.world, board->slot_bytes(), board->stage_bytes(), named);
+}
+
+comm_core::board_job comm_core::number_for_board(const op_ptr& op, const std::shared_ptr<work_state>& work,
+                                                 std::string algorithm) {
+  board_job job;
+  op->id = next_id_++;
+  op->seq = next_seq_++; // one numbering for both paths
+  job.n = next_board_op_;
+  next_board_op_ += algorithm == "board_rs" ? board_rs_ops(op->count, op->elem_size(), init_.board->stage_bytes())
+                                            : 1;
+  job.op = op;
+  job.work = work;
+  job.algorithm = std::move(algorithm);
+  return job;
 }
 
 void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work, const std::string& algorithm) {
-  bool staged = algorithm == "board_rs";
   std::lock_guard<std::mutex> board_guard{board_mutex_};
-  board_call call;
+  board_job job;
+  bool behind = false;
   {
     std::lock_guard<std::mutex> guard{submit_mutex_};
-    op->id = next_id_++;
-    op->seq = next_seq_++; // one numbering for both paths
-    call.seq = op->seq;
-    call.n = next_board_op_;
-    next_board_op_ += staged ? board_rs_ops(op->count, op->elem_size(), init_.board->stage_bytes()) : 1;
+    job = number_for_board(op, work, algorithm);
+    // Board ops posted before this one and not started yet go first: every
+    // rank runs the board in the order it numbered its ops.
+    behind = !board_queue_.empty();
+    if (behind)
+      board_queue_.push_back(std::move(job));
   }
+  if (!behind) {
+    run_board_job(job);
+    return;
+  }
+  for (;;) {
+    board_job next;
+    {
+      std::lock_guard<std::mutex> guard{submit_mutex_};
+      next = std::move(board_queue_.front());
+      board_queue_.pop_front();
+    }
+    bool ours = next.work == work;
+    run_board_job(next);
+    if (ours)
+      return;
+  }
+}
+
+void comm_core::post_to_board(const op_ptr& op, const std::shared_ptr<work_state>& work,
+                              const std::string& algorithm) {
+  {
+    std::lock_guard<std::mutex> guard{submit_mutex_};
+    if (board_thread_stop_) { // finalized: the board thread is gone
+      work->complete(errc::finalized, describe(*op) + ": the communicator was finalized");
+      return;
+    }
+    board_queue_.push_back(number_for_board(op, work, algorithm));
+    if (!board_thread_.joinable())
+      board_thread_ = std::thread([this] { board_thread_main(); });
+  }
+  // A caller that waits before the board thread took the op runs it itself
+  // (and every board op numbered before it): no hand-off then.
+  std::weak_ptr<comm_core> self = weak_from_this();
+  work->set_driver([self](const work_state& state, clock::time_point) {
+    auto c = self.lock();
+    return c && c->run_board_queue(&state, true);
+  });
+  metrics_registry::count_thread_wakeup();
+  board_queue_cv_.notify_one();
+}
+
+bool comm_core::run_board_queue(const work_state* until, bool try_only) {
+  std::unique_lock<std::mutex> board_guard{board_mutex_, std::defer_lock};
+  if (try_only) {
+    if (!board_guard.try_lock())
+      return false; // another thread runs the board: it completes the op
+  } else {
+    board_guard.lock();
+  }
+  while (!(until && until->done())) {
+    board_job next;
+    {
+      std::lock_guard<std::mutex> guard{submit_mutex_};
+      if (board_queue_.empty())
+        break;
+      next = std::move(board_queue_.front());
+      board_queue_.pop_front();
+    }
+    run_board_job(next);
+  }
+  return true;
+}
+
+void comm_core::board_thread_main() {
+  std::unique_lock<std::mutex> lock{submit_mutex_};
+  for (;;) {
+    board_queue_cv_.wait(lock, [this] { return board_thread_stop_ || !board_queue_.empty(); });
+    if (board_thread_stop_)
+      return;
+    lock.unlock();
+    run_board_queue(nullptr, false);
+    lock.lock();
+  }
+}
+
+void comm_core::stop_board_thread() {
+  std::deque<board_job> left;
+  {
+    std::lock_guard<std::mutex> guard{submit_mutex_};
+    board_thread_stop_ = true;
+  }
+  board_queue_cv_.notify_all();
+  // The op it runs ends at once: the engine is closed (its board waits stop).
+  if (board_thread_.joinable())
+    board_thread_.join();
+  {
+    std::lock_guard<std::mutex> guard{submit_mutex_};
+    left.swap(board_queue_);
+  }
+  for (auto& job : left)
+    job.work->complete(errc::finalized, describe(*job.op) + " seq " + std::to_string(job.op->seq) + " on rank "
+                                          + std::to_string(init_.rank)
+                                          + ": the communicator was finalized before it ran");
+}
+
+void comm_core::run_board_job(board_job& job) {
+  const auto& op = job.op;
+  const auto& work = job.work;
+  const auto& algorithm = job.algorithm;
+  bool staged = algorithm == "board_rs";
+  board_call call;
+  call.seq = op->seq;
+  call.n = job.n;
   call.board = init_.board.get();
   call.rank = init_.rank;
   call.world = init_.world;
@@ -57,7 +175,8 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
     return {};
   };
   auto started = clock::now();
-  auto ticket = flight_->started(recorded_op(*op, init_.world, algorithm, driver_kind::caller));
+  auto driver = std::this_thread::get_id() == board_thread_.get_id() ? driver_kind::op_thread : driver_kind::caller;
+  auto ticket = flight_->started(recorded_op(*op, init_.world, algorithm, driver));
   {
     std::lock_guard<std::mutex> guard{board_status_mutex_};
     board_op_ = op; // described only when someone asks (status)
@@ -65,6 +184,8 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
     board_op_started_ = started;
   }
   auto outcome = staged ? run_board_rs(*op, call) : mccl::run_on_board(*op, call);
+  if (outcome.code == errc::peer_lost && outcome.peer >= 0)
+    outcome = departed_or_revoked(std::move(outcome));
   if (outcome.code == errc::none)
     outcome = revoke_verdict_on_board(*op, call.seq);
   {
@@ -77,6 +198,7 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
   flight_->ended(ticket, outcome.code == errc::none ? flight_recorder::state::done : flight_recorder::state::failed);
   op_report report;
   report.algorithm = algorithm;
+  report.driver = driver;
   report.seq = call.seq;
   report.bytes = op->selection_bytes(init_.world);
   report.duration = clock::now() - started;
@@ -113,6 +235,23 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
   report.code = outcome.code;
   report.message = message;
   work->complete(std::move(report));
+}
+
+board_outcome comm_core::departed_or_revoked(board_outcome departed) {
+  // A rank that finalized without this op may have said why first (it
+  // revoked, or aborted): its words come over the links, which a pass
+  // reads. Look for a few milliseconds before calling it a departure.
+  auto until = clock::now() + std::chrono::milliseconds(5);
+  for (;;) {
+    if (engine_->closed())
+      return {engine_->closed_code(), engine_->why_closed(), departed.where};
+    if (engine_->revoked() && !engine_->revoked_for_lost_member())
+      return {errc::revoked, "the communicator was " + engine_->why_revoked(), departed.where};
+    if (clock::now() >= until)
+      return departed;
+    kick();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 board_outcome comm_core::revoke_verdict_on_board(const op_request& op, uint64_t seq) {

@@ -297,7 +297,7 @@ const setting_def setting_table[] = {
    }},
   {"MCCL_SHM_STAGE_BYTES", "1M", "0, or a multiple of 4K between 4K and 64M (suffixes K, M, G; e.g. 256K)",
    "When every rank is on one host and the board is on: each rank's stage on the board for "
-   "allreduces above MCCL_SHM_BOARD_BYTES up to MCCL_INLINE_BYTES, or whose ranks' inputs add up to 64K or more "
+   "allreduces above MCCL_SHM_BOARD_BYTES (above MCCL_INLINE_BYTES on the communicator's board thread), or whose ranks' inputs add up to 64K or more "
    "(algorithm board_rs: every rank stages its input, reduces one slice of everyone's and copies "
    "the reduced whole out; MCCL_ALGO=allreduce=board_rs: every size). Inputs larger than this go "
    "through in pieces of this size. Costs a little over 2x this of shared memory per rank and "

@@ -110,7 +110,7 @@ void reduce_all(const op_request& op, const board_call& call, void* out) {
 } // namespace
 
 std::string board_algorithm(const op_request& op, int world, std::size_t slot_bytes, std::size_t stage_bytes,
-                            std::size_t in_call_bytes, const std::string& named) {
+                            const std::string& named) {
   // The board copies values exactly; compressed ops go through the links.
   if (world < 2 || op.compression != compression_kind::none)
     return {};
@@ -120,7 +120,7 @@ std::string board_algorithm(const op_request& op, int world, std::size_t slot_by
   if (fits_board(op, world, slot_bytes)
       && !(stageable && op.bytes() * static_cast<std::size_t>(world) >= board_rs_from_total_bytes))
     return "board";
-  return stageable && op.bytes() <= std::max(in_call_bytes, slot_bytes) ? "board_rs" : "";
+  return stageable ? "board_rs" : "";
 }
 
 uint64_t board_rs_ops(std::size_t count, std::size_t elem, std::size_t stage_bytes) noexcept {

@@ -47,19 +47,17 @@ constexpr std::size_t board_rs_from_total_bytes = std::size_t{64} << 10;
 /// `slot_bytes` banks and `stage_bytes` stage banks (0: none): "board",
 /// "board_rs", or "" (the engine). An allreduce takes board_rs when it is
 /// larger than the banks or its world's inputs reach
-/// board_rs_from_total_bytes, up to `in_call_bytes` (MCCL_INLINE_BYTES):
-/// a board op runs in the call, and an op above MCCL_INLINE_BYTES must
-/// return at once (the caller overlaps it with its work). Above that,
-/// board_rs would beat the engine's best (direct, rabenseifner) from 2 to
-/// 32 ranks up to 64 MiB, reading each input once where the links copy it
-/// through a ring twice; MCCL_ALGO=allreduce=board_rs takes it there, in
-/// the call. `named` is what
+/// board_rs_from_total_bytes, at any size: on one host it beat the
+/// engine's best (direct, rabenseifner) from 2 to 32 ranks up to 64 MiB,
+/// reading each input once where the links copy it through a ring twice.
+/// (Above MCCL_INLINE_BYTES comm_core runs it on its board thread, so the
+/// call returns at once.) `named` is what
 /// MCCL_ALGO names for the op at its size ("": nothing): a name other than
 /// board_rs keeps the op in the engine; board_rs puts every allreduce
 /// there when there is a stage. The same on every rank: it reads the op
 /// and settings every rank shares.
 std::string board_algorithm(const op_request& op, int world, std::size_t slot_bytes, std::size_t stage_bytes,
-                            std::size_t in_call_bytes, const std::string& named);
+                            const std::string& named);
 
 /// Board ops an allreduce of `count` elements of `elem` bytes takes on
 /// board_rs with stage banks of `stage_bytes`: a piece per stage bank's

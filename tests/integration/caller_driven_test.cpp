@@ -22,9 +22,12 @@ using mccl_test::run_ranks;
 namespace {
 
 /// Larger ops on the op thread (its own tests: op_thread_test.cpp).
+/// Allreduces stay on the links: the host board's stage would take the
+/// larger ones (its background path: BoardRsAboveInlineBytes... below).
 mccl::config_overrides with_op_thread() {
   mccl::config_overrides o;
   o.set("MCCL_CONNECT_TIMEOUT_MS", 10000);
+  o.set("MCCL_SHM_STAGE_BYTES", 0);
   return o;
 }
 
@@ -111,6 +114,51 @@ TEST(CallerDriven, SmallOpsEndInTheCallLargerOnesReturnAtOnce) {
     EXPECT_EQ(small[0], 4.0f);
     EXPECT_EQ(large[0], 4.0f);
     EXPECT_EQ(second.metrics().seq, first.metrics().seq + 1);
+  });
+}
+
+TEST(CallerDriven, BoardRsAboveInlineBytesReturnsAtOnceAndTheBoardThreadMovesItInOrder) {
+  mccl::runtime rt;
+  auto o = with_op_thread();
+  o.set("MCCL_INLINE_BYTES", "64K");
+  o.set("MCCL_SHM_STAGE_BYTES", "1M");
+  run_ranks(rt, 3, o, [](mccl::communicator& comm) {
+    // 4 MiB: above MCCL_INLINE_BYTES, so the call returns before the op
+    // ran; nobody waits, so the board thread runs it.
+    std::vector<float> large(1 << 20, 1.0f), small(16, 1.0f);
+    if (comm.rank() == 1)
+      std::this_thread::sleep_for(50ms); // rank 0's call must not wait for this
+    auto big = comm.allreduce(large.data(), large.size());
+    if (comm.rank() == 0) {
+      EXPECT_FALSE(big.test()) << "the call ran the op although it is above MCCL_INLINE_BYTES";
+    }
+    ASSERT_TRUE(done_without_waiting(big));
+    big.wait();
+    EXPECT_EQ(big.metrics().algorithm, "board_rs");
+    EXPECT_FALSE(big.metrics().inline_run);
+    EXPECT_EQ(big.metrics().driver, mccl::driver_kind::op_thread) << "the board thread";
+    EXPECT_EQ(large[12345], 3.0f);
+
+    // Posted ops, then a small one in the call, then a wait: every rank
+    // runs the board in the order it numbered the ops, whoever runs them
+    // (the board thread, or the caller that waits or issues the next).
+    for (int round = 0; round < 20; ++round) {
+      std::fill(large.begin(), large.end(), static_cast<float>(comm.rank() + round));
+      std::vector<float> second(large.size(), 1.0f);
+      std::fill(small.begin(), small.end(), 2.0f);
+      auto a = comm.allreduce(large.data(), large.size());
+      auto b = comm.allreduce(second.data(), second.size());
+      auto c = comm.allreduce(small.data(), small.size()); // in the call, after a and b
+      EXPECT_TRUE(c.test()) << "a small op ends in its call";
+      EXPECT_TRUE(a.test()) << "ops numbered before it ran first";
+      b.wait();
+      a.wait();
+      ASSERT_EQ(large[777], static_cast<float>(0 + 1 + 2 + 3 * round));
+      ASSERT_EQ(second[4321], 3.0f);
+      ASSERT_EQ(small[5], 6.0f);
+      EXPECT_EQ(b.metrics().seq, a.metrics().seq + 1);
+      EXPECT_EQ(c.metrics().seq, b.metrics().seq + 1);
+    }
   });
 }
 

@@ -632,30 +632,26 @@ TEST(BoardRs, TheTableTakesItAboveTheBanksOrForManyRanksAndMcclAlgoForcesIt) {
   mccl::op_request op;
   op.type = dtype::float32;
   op.count = 1024; // 4 KiB: the banks up to 8 ranks (32 KiB in all)
-  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, ""), "board");
-  EXPECT_EQ(mccl::board_algorithm(op, 8, 16384, 262144, 65536, ""), "board");
-  EXPECT_EQ(mccl::board_algorithm(op, 16, 16384, 262144, 65536, ""), "board_rs") << "64 KiB in all";
-  EXPECT_EQ(mccl::board_algorithm(op, 32, 16384, 262144, 65536, ""), "board_rs");
-  EXPECT_EQ(mccl::board_algorithm(op, 32, 16384, 0, 65536, ""), "board") << "no stage: the banks";
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "board");
+  EXPECT_EQ(mccl::board_algorithm(op, 8, 16384, 262144, ""), "board");
+  EXPECT_EQ(mccl::board_algorithm(op, 16, 16384, 262144, ""), "board_rs") << "64 KiB in all";
+  EXPECT_EQ(mccl::board_algorithm(op, 32, 16384, 262144, ""), "board_rs");
+  EXPECT_EQ(mccl::board_algorithm(op, 32, 16384, 0, ""), "board") << "no stage: the banks";
   op.count = 4096; // 16 KiB: 2 ranks keep the banks, 4 take the stage
-  EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, 65536, ""), "board");
-  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, ""), "board_rs");
+  EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, ""), "board");
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "board_rs");
   op.count = 16384; // 64 KiB
-  EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, 65536, ""), "board_rs");
-  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 0, 65536, ""), "") << "no stage: the engine";
-  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, "ring"), "") << "MCCL_ALGO names another";
-  op.count = 16385; // above MCCL_INLINE_BYTES: the call must return at once
-  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, ""), "");
-  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 1 << 20, ""), "board_rs");
-  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 0, ""), "") << "MCCL_INLINE_BYTES=0";
-  op.count = 4096;
-  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 0, ""), "board_rs") << "the banks run in the call anyway";
+  EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, ""), "board_rs");
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 0, ""), "") << "no stage: the engine";
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, "ring"), "") << "MCCL_ALGO names another";
+  op.count = std::size_t{16} << 20; // 64 MiB: still the stage, in pieces
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "board_rs");
   op.count = 1024;
-  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, "board_rs"), "board_rs") << "named: every size";
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, "board_rs"), "board_rs") << "named: every size";
   op.kind = mccl::op_kind::broadcast;
   op.count = 16384;
-  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, "board_rs"), "");
-  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, 65536, ""), "") << "only allreduce has a stage";
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, "board_rs"), "");
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "") << "only allreduce has a stage";
 }
 
 TEST(BoardRs, EveryDtypeAndReductionGivesTheRankOrderBitsOn2348Ranks) {
