@@ -21,6 +21,7 @@ op_signature signature_of(const board_tag& t) noexcept {
   s.op = static_cast<redop>((t.words[0] >> 16) & 0xff);
   s.arg = static_cast<uint32_t>(t.words[0] >> 32);
   s.count = t.words[1];
+  s.codec = static_cast<compression_kind>(t.words[2] & 0xff);
   return s;
 }
 
@@ -162,6 +163,9 @@ board_tag board_tag_of(const op_request& op, int world) noexcept {
   t.words[0] = static_cast<uint64_t>(static_cast<uint8_t>(s.kind)) | static_cast<uint64_t>(static_cast<uint8_t>(s.type)) << 8
                | static_cast<uint64_t>(static_cast<uint8_t>(s.op)) << 16 | static_cast<uint64_t>(s.arg) << 32;
   t.words[1] = s.count;
+  // A rank that compresses takes the links where its peers take the board:
+  // its note at this seq must differ, so that they report the desync.
+  t.words[2] = static_cast<uint64_t>(static_cast<uint8_t>(s.codec));
   return t;
 }
 

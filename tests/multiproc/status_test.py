@@ -96,8 +96,10 @@ class StatusTest(unittest.TestCase):
     def test_status_names_the_late_rank_and_a_stopped_one(self):
         port = free_port_range(WORLD)
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCCL_")}
+        # The late rank's op over the links, whose waits name the peer (on
+        # the host board's stage a rank waits for every rank alike).
         env.update(WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-                   MCCL_METRICS_PORT=str(port))
+                   MCCL_METRICS_PORT=str(port), MCCL_SHM_STAGE_BYTES="0")
         procs = []
         with tempfile.TemporaryDirectory() as tmp:
             try:
