@@ -190,8 +190,9 @@ private:
   void post_to_board(const op_ptr& op, const std::shared_ptr<work_state>& work, const std::string& algorithm);
   /// Numbers `op` for the board (id, seq, board op numbers); under submit_mutex_.
   board_job number_for_board(const op_ptr& op, const std::shared_ptr<work_state>& work, std::string algorithm);
-  /// Runs one numbered job; board_mutex_ held.
-  void run_board_job(board_job& job);
+  /// Runs one numbered job; board_mutex_ held. Its completion, for the
+  /// caller to deliver once it let go of the board.
+  op_report run_board_job(board_job& job);
   /// Runs queued jobs in order until `until` is done (null: the queue is
   /// empty). Blocks for board_mutex_, or with `try_only` returns false at
   /// once when another thread runs the board.

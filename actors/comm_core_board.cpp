@@ -10,6 +10,8 @@
 #include "config/log.hpp"
 
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace mccl::actors {
 
@@ -42,35 +44,51 @@ comm_core::board_job comm_core::number_for_board(const op_ptr& op, const std::sh
   return job;
 }
 
+namespace {
+
+/// Set on a board thread: its ops' metrics say who ran them.
+thread_local bool on_board_thread = false;
+
+/// Completes what ran, in order, once the board is let go: a Work's
+/// callback may issue the next board op.
+void complete_all(std::vector<std::pair<std::shared_ptr<work_state>, op_report>>& ran) {
+  for (auto& [work, report] : ran)
+    work->complete(std::move(report));
+}
+
+} // namespace
+
 void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work, const std::string& algorithm) {
-  std::lock_guard<std::mutex> board_guard{board_mutex_};
-  board_job job;
-  bool behind = false;
+  std::vector<std::pair<std::shared_ptr<work_state>, op_report>> ran;
   {
-    std::lock_guard<std::mutex> guard{submit_mutex_};
-    job = number_for_board(op, work, algorithm);
-    // Board ops posted before this one and not started yet go first: every
-    // rank runs the board in the order it numbered its ops.
-    behind = !board_queue_.empty();
-    if (behind)
-      board_queue_.push_back(std::move(job));
-  }
-  if (!behind) {
-    run_board_job(job);
-    return;
-  }
-  for (;;) {
-    board_job next;
+    std::lock_guard<std::mutex> board_guard{board_mutex_};
+    board_job job;
+    bool behind = false;
     {
       std::lock_guard<std::mutex> guard{submit_mutex_};
-      next = std::move(board_queue_.front());
-      board_queue_.pop_front();
+      job = number_for_board(op, work, algorithm);
+      // Board ops posted before this one and not started yet go first:
+      // every rank runs the board in the order it numbered its ops.
+      behind = !board_queue_.empty();
+      if (behind)
+        board_queue_.push_back(std::move(job));
     }
-    bool ours = next.work == work;
-    run_board_job(next);
-    if (ours)
-      return;
+    if (!behind) {
+      ran.emplace_back(work, run_board_job(job));
+    } else {
+      for (bool ours = false; !ours;) {
+        board_job next;
+        {
+          std::lock_guard<std::mutex> guard{submit_mutex_};
+          next = std::move(board_queue_.front());
+          board_queue_.pop_front();
+        }
+        ours = next.work == work;
+        ran.emplace_back(next.work, run_board_job(next));
+      }
+    }
   }
+  complete_all(ran);
 }
 
 void comm_core::post_to_board(const op_ptr& op, const std::shared_ptr<work_state>& work,
@@ -97,28 +115,34 @@ void comm_core::post_to_board(const op_ptr& op, const std::shared_ptr<work_state
 }
 
 bool comm_core::run_board_queue(const work_state* until, bool try_only) {
-  std::unique_lock<std::mutex> board_guard{board_mutex_, std::defer_lock};
-  if (try_only) {
-    if (!board_guard.try_lock())
-      return false; // another thread runs the board: it completes the op
-  } else {
-    board_guard.lock();
-  }
-  while (!(until && until->done())) {
-    board_job next;
-    {
-      std::lock_guard<std::mutex> guard{submit_mutex_};
-      if (board_queue_.empty())
-        break;
-      next = std::move(board_queue_.front());
-      board_queue_.pop_front();
+  std::vector<std::pair<std::shared_ptr<work_state>, op_report>> ran;
+  {
+    std::unique_lock<std::mutex> board_guard{board_mutex_, std::defer_lock};
+    if (try_only) {
+      if (!board_guard.try_lock())
+        return false; // another thread runs the board: it completes the op
+    } else {
+      board_guard.lock();
     }
-    run_board_job(next);
+    for (bool ours = until && until->done(); !ours;) {
+      board_job next;
+      {
+        std::lock_guard<std::mutex> guard{submit_mutex_};
+        if (board_queue_.empty())
+          break;
+        next = std::move(board_queue_.front());
+        board_queue_.pop_front();
+      }
+      ours = next.work.get() == until;
+      ran.emplace_back(next.work, run_board_job(next));
+    }
   }
+  complete_all(ran);
   return true;
 }
 
 void comm_core::board_thread_main() {
+  on_board_thread = true;
   std::unique_lock<std::mutex> lock{submit_mutex_};
   for (;;) {
     board_queue_cv_.wait(lock, [this] { return board_thread_stop_ || !board_queue_.empty(); });
@@ -150,9 +174,8 @@ void comm_core::stop_board_thread() {
                                           + ": the communicator was finalized before it ran");
 }
 
-void comm_core::run_board_job(board_job& job) {
+op_report comm_core::run_board_job(board_job& job) {
   const auto& op = job.op;
-  const auto& work = job.work;
   const auto& algorithm = job.algorithm;
   bool staged = algorithm == "board_rs";
   board_call call;
@@ -175,7 +198,7 @@ void comm_core::run_board_job(board_job& job) {
     return {};
   };
   auto started = clock::now();
-  auto driver = std::this_thread::get_id() == board_thread_.get_id() ? driver_kind::op_thread : driver_kind::caller;
+  auto driver = on_board_thread ? driver_kind::op_thread : driver_kind::caller;
   auto ticket = flight_->started(recorded_op(*op, init_.world, algorithm, driver));
   {
     std::lock_guard<std::mutex> guard{board_status_mutex_};
@@ -205,8 +228,7 @@ void comm_core::run_board_job(board_job& job) {
   if (outcome.code == errc::none || engine_->closed()) { // closed: the communicator's own reason
     report.code = outcome.code;
     report.message = outcome.message;
-    work->complete(std::move(report));
-    return;
+    return report;
   }
   // As an op over links says it: "allreduce seq 7 on rank 1 (board, count
   // 1, float32, sum) failed at board exchange, ..., waiting on rank 0: ..."
@@ -219,8 +241,7 @@ void comm_core::run_board_job(board_job& job) {
   if (outcome.code == errc::revoked) { // every rank fails it alike: nothing to abort
     report.code = outcome.code;
     report.message = message;
-    work->complete(std::move(report));
-    return;
+    return report;
   }
   MCCL_LOG(error, message);
   if (!finalized_.load()) { // every rank fails, as when an op over links fails
@@ -234,7 +255,7 @@ void comm_core::run_board_job(board_job& job) {
   }
   report.code = outcome.code;
   report.message = message;
-  work->complete(std::move(report));
+  return report;
 }
 
 board_outcome comm_core::departed_or_revoked(board_outcome departed) {
