@@ -21,18 +21,26 @@ struct per_op {
   double wakeups = 0;
 };
 
-/// Both ranks (threads of this process, so the counters hold both) run
-/// `ops` allreduces of `count` floats, each waited for by its caller.
-mccl::actor_traffic run(int ops, std::size_t count) {
+/// What `body` (run on both ranks, threads of this process, so the
+/// counters hold both) cost in actor messages and thread wake-ups, over
+/// TCP: the engine's path. (Ranks of one host over shared memory run ops
+/// up to MCCL_SHM_BOARD_BYTES on the host board, which is not an op actor.)
+template <class Body>
+mccl::actor_traffic traffic_of(Body body) {
   mccl::runtime rt;
   mccl::config_overrides o;
   o.set("MCCL_CONNECT_TIMEOUT_MS", 10000);
-  // Over TCP: the engine's path. (Ranks of one host over shared memory
-  // run ops up to MCCL_SHM_BOARD_BYTES on the host board, which is not
-  // an op actor yet.)
   o.set("MCCL_TRANSPORT", "tcp");
   auto before = mccl::get_actor_traffic();
-  run_ranks(rt, 2, o, [&](mccl::communicator& comm) {
+  run_ranks(rt, 2, o, body);
+  auto after = mccl::get_actor_traffic();
+  return {after.actor_messages - before.actor_messages, after.thread_wakeups - before.thread_wakeups};
+}
+
+/// Both ranks run `ops` allreduces of `count` floats, each waited for by
+/// its caller.
+mccl::actor_traffic run(int ops, std::size_t count) {
+  return traffic_of([&](mccl::communicator& comm) {
     std::vector<float> v(count);
     for (int i = 0; i < ops; ++i) {
       std::fill(v.begin(), v.end(), static_cast<float>(comm.rank() + i));
@@ -40,20 +48,13 @@ mccl::actor_traffic run(int ops, std::size_t count) {
       ASSERT_EQ(v[count - 1], static_cast<float>(1 + 2 * i)) << "op " << i;
     }
   });
-  auto after = mccl::get_actor_traffic();
-  return {after.actor_messages - before.actor_messages, after.thread_wakeups - before.thread_wakeups};
 }
 
 /// Both ranks run `ops` exchanges of `count` floats: each posts a receive
 /// from the other, then a send to it, then waits for the send and the
 /// receive (mccl-bench -o sendrecv).
 mccl::actor_traffic run_sendrecv(int ops, std::size_t count) {
-  mccl::runtime rt;
-  mccl::config_overrides o;
-  o.set("MCCL_CONNECT_TIMEOUT_MS", 10000);
-  o.set("MCCL_TRANSPORT", "tcp");
-  auto before = mccl::get_actor_traffic();
-  run_ranks(rt, 2, o, [&](mccl::communicator& comm) {
+  return traffic_of([&](mccl::communicator& comm) {
     int peer = 1 - comm.rank();
     std::vector<float> out(count), in(count);
     for (int i = 0; i < ops; ++i) {
@@ -65,8 +66,6 @@ mccl::actor_traffic run_sendrecv(int ops, std::size_t count) {
       ASSERT_EQ(in[count - 1], static_cast<float>(peer + i)) << "exchange " << i;
     }
   });
-  auto after = mccl::get_actor_traffic();
-  return {after.actor_messages - before.actor_messages, after.thread_wakeups - before.thread_wakeups};
 }
 
 per_op measure(int ops, std::size_t count) {

@@ -54,6 +54,22 @@ bool done_without_waiting(const mccl::work& w) {
   return w.test();
 }
 
+/// An allreduce of `v` above MCCL_INLINE_BYTES, rank 1 arriving 50 ms
+/// late: rank 0's call returns before the op ran, and a background driver
+/// completes it while nobody waits. Returns it, waited for.
+mccl::work issued_late_and_moved_meanwhile(mccl::communicator& comm, std::vector<float>& v) {
+  if (comm.rank() == 1)
+    std::this_thread::sleep_for(50ms); // rank 0's call must not wait for this
+  auto w = comm.allreduce(v.data(), v.size());
+  if (comm.rank() == 0) {
+    EXPECT_FALSE(w.test()) << "the call ran the op although it is above MCCL_INLINE_BYTES";
+  }
+  EXPECT_TRUE(done_without_waiting(w)) << "nothing moved the op while nobody waited";
+  w.wait();
+  EXPECT_FALSE(w.metrics().inline_run);
+  return w;
+}
+
 /// Every rank contributes (rank + 1) * (i + 1) + k at element k, so a frame
 /// of another iteration or element would show.
 std::vector<float> contribution(int rank, int iteration, std::size_t n) {
@@ -94,15 +110,7 @@ TEST(CallerDriven, SmallOpsEndInTheCallLargerOnesReturnAtOnce) {
 
     // Above MCCL_INLINE_BYTES (64K here) the call returns at once; with the
     // op thread off and nobody waiting, the progress actor moves it.
-    if (comm.rank() == 1)
-      std::this_thread::sleep_for(50ms); // rank 0's call must not wait for this
-    auto big = comm.allreduce(large.data(), large.size());
-    if (comm.rank() == 0) {
-      EXPECT_FALSE(big.test()) << "the call ran the op although it is above MCCL_INLINE_BYTES";
-    }
-    ASSERT_TRUE(done_without_waiting(big));
-    big.wait();
-    EXPECT_FALSE(big.metrics().inline_run);
+    auto big = issued_late_and_moved_meanwhile(comm, large);
     EXPECT_EQ(big.metrics().driver, mccl::driver_kind::actor);
     EXPECT_EQ(large[12345], 2.0f);
 
@@ -128,16 +136,8 @@ TEST(CallerDriven, BoardRsAboveInlineBytesReturnsAtOnceAndTheBoardThreadMovesItI
     // 4 MiB: above MCCL_INLINE_BYTES, so the call returns before the op
     // ran; nobody waits, so the board thread runs it.
     std::vector<float> large(1 << 20, 1.0f), small(16, 1.0f);
-    if (comm.rank() == 1)
-      std::this_thread::sleep_for(50ms); // rank 0's call must not wait for this
-    auto big = comm.allreduce(large.data(), large.size());
-    if (comm.rank() == 0) {
-      EXPECT_FALSE(big.test()) << "the call ran the op although it is above MCCL_INLINE_BYTES";
-    }
-    ASSERT_TRUE(done_without_waiting(big));
-    big.wait();
+    auto big = issued_late_and_moved_meanwhile(comm, large);
     EXPECT_EQ(big.metrics().algorithm, "board_rs");
-    EXPECT_FALSE(big.metrics().inline_run);
     EXPECT_EQ(big.metrics().driver, mccl::driver_kind::op_thread) << "the board thread";
     EXPECT_EQ(large[12345], 3.0f);
 
