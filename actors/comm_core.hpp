@@ -171,7 +171,7 @@ private:
   /// This host's ranks of the communicator, this one included (all of
   /// them when the host of each is not known).
   int ranks_on_this_host() const;
-  /// The board algorithm that runs `op` ("board", "board_rs"), or ""
+  /// The board algorithm that runs `op` ("board", "board_rs", "board_stage"), or ""
   /// when it runs in the engine.
   std::string board_algorithm_for(const op_request& op) const;
   /// A board op numbered and waiting for its turn (comm_core_board.cpp).

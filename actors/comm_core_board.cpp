@@ -36,8 +36,7 @@ comm_core::board_job comm_core::number_for_board(const op_ptr& op, const std::sh
   op->id = next_id_++;
   op->seq = next_seq_++; // one numbering for both paths
   job.n = next_board_op_;
-  next_board_op_ += algorithm == "board_rs" ? board_rs_ops(op->count, op->elem_size(), init_.board->stage_bytes())
-                                            : 1;
+  next_board_op_ += board_ops(*op, init_.world, init_.board->stage_bytes(), algorithm);
   job.op = op;
   job.work = work;
   job.algorithm = std::move(algorithm);
@@ -177,7 +176,6 @@ void comm_core::stop_board_thread() {
 op_report comm_core::run_board_job(board_job& job) {
   const auto& op = job.op;
   const auto& algorithm = job.algorithm;
-  bool staged = algorithm == "board_rs";
   board_call call;
   call.seq = op->seq;
   call.n = job.n;
@@ -206,7 +204,9 @@ op_report comm_core::run_board_job(board_job& job) {
     board_op_algorithm_ = algorithm;
     board_op_started_ = started;
   }
-  auto outcome = staged ? run_board_rs(*op, call) : mccl::run_on_board(*op, call);
+  auto outcome = algorithm == "board_rs"      ? run_board_rs(*op, call)
+                 : algorithm == "board_stage" ? run_board_stage(*op, call)
+                                              : mccl::run_on_board(*op, call);
   if (outcome.code == errc::peer_lost && outcome.peer >= 0)
     outcome = departed_or_revoked(std::move(outcome));
   if (outcome.code == errc::none)

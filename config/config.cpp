@@ -297,11 +297,14 @@ const setting_def setting_table[] = {
    }},
   {"MCCL_SHM_STAGE_BYTES", "1M", "0, or a multiple of 4K between 4K and 64M (suffixes K, M, G; e.g. 256K)",
    "When every rank is on one host and the board is on: each rank's stage on the board for "
-   "allreduces above MCCL_SHM_BOARD_BYTES (above MCCL_INLINE_BYTES on the communicator's board thread), or whose ranks' inputs add up to 64K or more "
-   "(algorithm board_rs: every rank stages its input, reduces one slice of everyone's and copies "
-   "the reduced whole out; MCCL_ALGO=allreduce=board_rs: every size). Inputs larger than this go "
+   "collectives above MCCL_SHM_BOARD_BYTES (above MCCL_INLINE_BYTES on the communicator's board thread), "
+   "and allreduces and reduces whose ranks' inputs add up to 64K or more. Allreduce and reduce run "
+   "as board_rs (every rank stages its input, reduces one slice of everyone's and copies the reduced "
+   "whole out; a reduce, its root only); broadcast, allgather and reduce_scatter as board_stage "
+   "(every rank stages what it gives, then copies out or reduces what it needs). MCCL_ALGO naming "
+   "them (e.g. broadcast=board_stage) puts every size there. Inputs larger than this go "
    "through in pieces of this size. Costs a little over 2x this of shared memory per rank and "
-   "communicator (taken as first used); 0: no stage, such allreduces go over the links. "
+   "communicator (taken as first used); 0: no stage, such collectives go over the links. "
    "Every rank must use the same value.",
    [](config& cfg, const std::string& text) {
      auto bytes = parse_bytes(text, 0, 64 * mib);
@@ -452,7 +455,7 @@ const setting_def setting_table[] = {
   {"MCCL_SPIN_US", "auto", "auto, or an integer number of microseconds between 0 and 1000000",
    "How long a thread that moves an op polls without traffic before sleeping until a "
    "connection is ready; auto: 2000 when this process may run on as many CPUs as its host has ranks, "
-   "else 200.",
+   "or is bound to two or more CPUs of its own (its share of the host, as mcclrun binds), else 200.",
    [](config& cfg, const std::string& text) {
      cfg.spin = text == "auto" ? spin_auto : std::chrono::microseconds{parse_int(text, 0, 1000000)};
    }},
@@ -732,14 +735,47 @@ config resolve_config(const config_overrides& overrides, const environment& env)
   return cfg;
 }
 
-std::chrono::microseconds resolved_spin(std::chrono::microseconds spin, int local_ranks) {
+int cpus_per_rank(int local_ranks, int usable, int online) noexcept {
+  if (local_ranks <= 0 || usable <= 0)
+    return 0;
+  if (local_ranks <= usable)
+    return usable / local_ranks;
+  // Bound to a share: the ranks' shares side by side fit the host.
+  return usable < online && static_cast<long>(usable) * local_ranks <= online ? usable : 0;
+}
+
+namespace {
+
+/// This process's CPUs (sched_getaffinity) and the host's online ones.
+std::pair<int, int> usable_and_online_cpus() noexcept {
+  auto online = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  if (online <= 0)
+    online = static_cast<int>(std::thread::hardware_concurrency());
+  cpu_set_t set;
+  int usable = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : online;
+  return {usable, online};
+}
+
+} // namespace
+
+int cpus_per_rank(int local_ranks) noexcept {
+  auto [usable, online] = usable_and_online_cpus();
+  return cpus_per_rank(local_ranks, usable, online);
+}
+
+std::chrono::microseconds resolved_spin(std::chrono::microseconds spin, int local_ranks, int usable,
+                                        int online) noexcept {
   if (spin != spin_auto)
     return spin;
-  cpu_set_t usable;
-  int cores = ::sched_getaffinity(0, sizeof usable, &usable) == 0 ? CPU_COUNT(&usable)
-                                                                  : static_cast<int>(std::thread::hardware_concurrency());
   using namespace std::chrono_literals;
-  return local_ranks <= cores ? 2000us : 200us;
+  // Left to the kernel with a CPU per rank, or bound to two or more CPUs
+  // of its own: long polling (measured in both, resolved_spin's comment).
+  return local_ranks <= usable || cpus_per_rank(local_ranks, usable, online) >= 2 ? 2000us : 200us;
+}
+
+std::chrono::microseconds resolved_spin(std::chrono::microseconds spin, int local_ranks) {
+  auto [usable, online] = usable_and_online_cpus();
+  return resolved_spin(spin, local_ranks, usable, online);
 }
 
 std::string format_byte_size(std::size_t bytes) {

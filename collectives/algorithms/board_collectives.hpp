@@ -7,15 +7,24 @@
 /// reducing in rank order 0..n-1 so every rank computes bit-identical
 /// results (as the one-shot allreduce does over links).
 ///
-/// Allreduces larger than a bank run as "board_rs" on the stage banks
-/// (shm_board::stage_of): in pieces of at most a stage bank, each rank
-/// copies its piece into its stage bank and posts; once every rank has,
-/// rank r reduces share r of every rank's piece (rank order 0..n-1)
-/// into its result bank, which it posts with the next piece; every rank
-/// then copies all shares of the reduced piece out. A reduce-scatter and
-/// an allgather through shared memory, one board op per piece plus one,
-/// no frames; the reduction of each share happens once, on one rank, so
-/// every rank gets the same bits.
+/// Ops larger than a bank run on the stage banks (shm_board::stage_of),
+/// in pieces of at most a stage bank, one board op per piece
+/// (board_stage.cpp):
+///
+/// - "board_rs", allreduce and reduce: each rank copies its piece into its
+///   stage bank and posts; once every rank has, rank r reduces share r of
+///   every rank's piece (rank order 0..n-1) into its result bank, which it
+///   posts with the next piece; every rank (a reduce: its root) then
+///   copies all shares of the reduced piece out. A reduce-scatter and an
+///   allgather through shared memory, one board op per piece plus one, no
+///   frames; the reduction of each share happens once, on one rank, so
+///   every rank gets the same bits.
+/// - "board_stage", broadcast, allgather and reduce_scatter: each rank
+///   copies what it contributes to the piece into its stage bank (the
+///   root alone for a broadcast; a reduce_scatter, the piece of every
+///   rank's block side by side) and posts; once every rank has, each
+///   copies out what it needs (a reduce_scatter: reduces its block's
+///   piece from every rank's bank, in rank order).
 ///
 /// Mismatched collectives are named as over links: a peer that posted
 /// another op, or issued another collective at this seq on any path,
@@ -43,19 +52,29 @@ bool fits_board(const op_request& op, int world, std::size_t slot_bytes) noexcep
 /// at 4 KiB).
 constexpr std::size_t board_rs_from_total_bytes = std::size_t{64} << 10;
 
+/// The name of `kind`'s staged algorithm: "board_rs", "board_stage", or
+/// "" (none).
+const char* staged_algorithm_name(op_kind kind) noexcept;
+
+/// The staged algorithm for `op` among `world` ranks with stage banks of
+/// `stage_bytes` (0: none): "board_rs", "board_stage", or "" (no stage,
+/// or an op the stage does not run).
+std::string staged_algorithm(const op_request& op, int world, std::size_t stage_bytes);
+
 /// Where `op` runs among `world` ranks of one host with a board of
 /// `slot_bytes` banks and `stage_bytes` stage banks (0: none): "board",
-/// "board_rs", or "" (the engine). An allreduce takes board_rs when it is
-/// larger than the banks or its world's inputs reach
-/// board_rs_from_total_bytes, at any size: on one host it beat the
-/// engine's best (direct, rabenseifner) from 2 to 32 ranks up to 64 MiB,
-/// reading each input once where the links copy it through a ring twice.
-/// (Above MCCL_INLINE_BYTES comm_core runs it on its board thread, so the
-/// call returns at once.) `named` is what
-/// MCCL_ALGO names for the op at its size ("": nothing): a name other than
-/// board_rs keeps the op in the engine; board_rs puts every allreduce
-/// there when there is a stage. The same on every rank: it reads the op
-/// and settings every rank shares.
+/// "board_rs", "board_stage" or "" (the engine). An op that fits the banks
+/// takes them, except an allreduce or reduce whose world's inputs reach
+/// board_rs_from_total_bytes; a larger one takes its staged algorithm at
+/// any size: on one host board_rs beat the engine's best (direct,
+/// rabenseifner) from 2 to 32 ranks up to 64 MiB, reading each input once
+/// where the links copy it through a ring twice (docs/performance.md has
+/// the stage's figures for the other collectives). (Above
+/// MCCL_INLINE_BYTES comm_core runs it on its board thread, so the call
+/// returns at once.) `named` is what MCCL_ALGO names for the op at its
+/// size ("": nothing): the op's staged algorithm puts it on the stage at
+/// every size, any other name keeps it in the engine. The same on every
+/// rank: it reads the op and settings every rank shares.
 std::string board_algorithm(const op_request& op, int world, std::size_t slot_bytes, std::size_t stage_bytes,
                             const std::string& named);
 
@@ -63,6 +82,14 @@ std::string board_algorithm(const op_request& op, int world, std::size_t slot_by
 /// board_rs with stage banks of `stage_bytes`: a piece per stage bank's
 /// worth, plus one.
 uint64_t board_rs_ops(std::size_t count, std::size_t elem, std::size_t stage_bytes) noexcept;
+
+/// Elements per piece of `op` on board_stage: a stage bank's worth, or for
+/// a reduce_scatter 1/world of it per block (cut at 64 bytes).
+std::size_t board_stage_piece(const op_request& op, int world, std::size_t stage_bytes) noexcept;
+
+/// Board ops `op` takes on `algorithm`: one on the banks ("board"), a
+/// piece each on the stage (board_rs one more).
+uint64_t board_ops(const op_request& op, int world, std::size_t stage_bytes, const std::string& algorithm) noexcept;
 
 /// The elements [first, first + count) of a piece of `count` elements that
 /// rank `r` of `world` reduces: ceil(count / world) rounded up to 64
@@ -106,8 +133,13 @@ struct board_call {
 /// Runs `op` (fits_board) to its end; never throws.
 board_outcome run_on_board(const op_request& op, const board_call& call);
 
-/// Runs allreduce `op` as board_rs (the board has stage banks, world >= 2)
-/// over board ops call.n .. call.n + board_rs_ops() - 1; never throws.
+/// Runs allreduce or reduce `op` as board_rs (the board has stage banks,
+/// world >= 2) over board ops call.n .. call.n + board_rs_ops() - 1;
+/// never throws.
 board_outcome run_board_rs(const op_request& op, const board_call& call);
+
+/// Runs broadcast, allgather or reduce_scatter `op` as board_stage over
+/// board ops call.n .. call.n + board_ops() - 1; never throws.
+board_outcome run_board_stage(const op_request& op, const board_call& call);
 
 } // namespace mccl

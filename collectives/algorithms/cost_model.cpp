@@ -96,6 +96,8 @@ all_ranks_traffic all_ranks_sent(op_kind kind, const std::string& algorithm, int
     case op_kind::broadcast:
       if (algorithm == "tree" || algorithm == "chain")
         return {pm1 * n, "(p-1)n"};
+      if (algorithm == "board_stage") // the root's copy in, every other rank's copy out
+        return {p * n, "pn"};
       if (algorithm == "scatter_allgather")
         return {(std::log2(static_cast<double>(p)) / 2 + pm1) * n, "(log2(p)/2 + p-1)n"};
       break;
@@ -103,10 +105,17 @@ all_ranks_traffic all_ranks_sent(op_kind kind, const std::string& algorithm, int
     case op_kind::reduce_scatter:
       if (algorithm == "ring" || algorithm == "bidir_ring" || algorithm == "rd" || algorithm == "halving")
         return {pm1 * n, "(p-1)n"};
+      if (algorithm == "board_stage") {
+        if (kind == op_kind::allgather) // each rank's block in, everything out
+          return {(p + 1) * n, "(p+1)n"};
+        return {2 * p * n, "2pn"}; // each rank's whole input in, and read back as it reduces
+      }
       break;
     case op_kind::reduce:
       if (algorithm == "tree")
         return {pm1 * n, "(p-1)n"};
+      if (algorithm == "board_rs")
+        return {2 * p * n, "2pn"};
       break;
     default:
       break;
@@ -175,6 +184,12 @@ cost_estimate port_terms(op_kind kind, const std::string& algorithm, int p, doub
         return est(butterfly(ceil_log2(p), [&](int r) { return n / (2 << r); }, [](int) { return 0.0; }, c)
                      + pm1 * ring_step(n / p, p, c),
                    "(log2 p + p - 1)α + 2(p-1)/p·nβ");
+      if (algorithm == "board_stage" && c.ranks_per_host >= p) {
+        // k pieces, a flag round each; the root stages piece j + 1 while
+        // the others copy piece j out.
+        double k = std::ceil(n / static_cast<double>(std::max<std::size_t>(1, c.stage_bytes)));
+        return est(k * c.host_alpha + (n + n / std::max(1.0, k)) * c.host_beta, "kα + (n + n/k)β, k pieces");
+      }
       break;
     case op_kind::allgather:
       if (algorithm == "ring")
@@ -186,6 +201,12 @@ cost_estimate port_terms(op_kind kind, const std::string& algorithm, int p, doub
         return est(fold(p, n, false, c)
                      + butterfly(l, [&](int r) { return n / p * (1 << r); }, [](int) { return 0.0; }, c),
                    "log2(p)·α + (p-1)/p·nβ");
+      if (algorithm == "board_stage" && c.ranks_per_host >= p) {
+        // k pieces of a rank's block: each copies its piece in, then every
+        // rank's out.
+        double k = std::ceil(n / p / static_cast<double>(std::max<std::size_t>(1, c.stage_bytes)));
+        return est(k * c.host_alpha + (n / p + n) * c.host_beta, "kα + (n/p + n)β, k pieces");
+      }
       break;
     case op_kind::reduce_scatter:
       if (algorithm == "ring")
@@ -199,11 +220,21 @@ cost_estimate port_terms(op_kind kind, const std::string& algorithm, int p, doub
                      + butterfly(l, [&](int r) { return n / (2 << (l - 1 - r)); },
                                  [&](int r) { return n / (2 << (l - 1 - r)); }, c),
                    "log2(p)·α + (p-1)/p·n(β + γ)");
+      if (algorithm == "board_stage" && c.ranks_per_host >= p) {
+        // k pieces of the whole input (1/p of a stage bank per block): each
+        // rank copies its input in, then reads its block's piece of every
+        // rank's as it reduces.
+        double k = std::ceil(n / static_cast<double>(std::max<std::size_t>(1, c.stage_bytes)));
+        return est(k * c.host_alpha + 2 * n * c.host_beta + pm1 / p * n * c.gamma,
+                   "kα + 2nβ + (p-1)/p·nγ, k pieces");
+      }
       break;
     case op_kind::reduce:
       if (algorithm == "tree")
         return est(butterfly(ceil_log2(p), [&](int) { return n; }, [&](int) { return n; }, c),
                    "⌈log2 p⌉(α + nβ + nγ)");
+      if (algorithm == "board_rs") // as allreduce's: the root's path is every rank's there
+        return port_terms(op_kind::allreduce, algorithm, p, n, c);
       break;
     default:
       break;

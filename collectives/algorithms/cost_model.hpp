@@ -35,7 +35,7 @@ struct cost_params {
   double host_bus_beta = 0;
   int ranks_per_host = 1;
   std::size_t chunk_bytes = 1 << 20; ///< pipelined algorithms' chunk (MCCL_CHUNK_BYTES)
-  std::size_t stage_bytes = 256 << 10; ///< board_rs's piece (MCCL_SHM_STAGE_BYTES)
+  std::size_t stage_bytes = 1 << 20; ///< the host board's stage bank (MCCL_SHM_STAGE_BYTES)
 };
 
 struct cost_estimate {

@@ -2,6 +2,7 @@
 
 #include "collectives/algorithms/chunking.hpp"
 
+#include "collectives/algorithms/board_collectives.hpp"
 #include "collectives/algorithms/builtin.hpp"
 #include <mccl/config.hpp>
 
@@ -240,7 +241,7 @@ namespace {
 /// board_collectives.hpp): MCCL_ALGO may name them, the engine never runs
 /// them.
 bool board_only(op_kind kind, const std::string& name) {
-  return kind == op_kind::allreduce && name == "board_rs";
+  return !name.empty() && name == staged_algorithm_name(kind);
 }
 
 } // namespace
@@ -254,8 +255,9 @@ std::string choose_algorithm(const op_request& op, int world, const config& cfg)
   if (!cfg.algo.empty()) {
     auto named = algo_for(cfg.algo, to_string(op.kind), bytes);
     // Asked for by name but not on the board: refused by select_algorithm,
-    // never replaced silently.
-    if (board_only(op.kind, named) && op.compression == compression_kind::none)
+    // never replaced silently. (The stage runs no v variant: a
+    // reduce_scatterv or allgatherv takes the table, as below.)
+    if (board_only(op.kind, named) && op.compression == compression_kind::none && !op.is_v())
       return named;
     // An algorithm the spec names that cannot run on this many ranks (direct
     // on 3), or cannot compress a compressed op, falls back to the table
@@ -328,8 +330,8 @@ void validate_algo_spec(const config& cfg) {
     if (!op_kind_from_string(op_name, kind))
       continue; // the parser already rejects unknown operations
     auto names = algorithm_names(kind);
-    if (kind == op_kind::allreduce)
-      names.push_back("board_rs");
+    if (auto staged = std::string(staged_algorithm_name(kind)); !staged.empty())
+      names.push_back(staged);
     for (const auto& rule : rules) {
       if (find_algorithm(kind, rule.algorithm) || board_only(kind, rule.algorithm))
         continue;

@@ -233,16 +233,35 @@ std::optional<std::size_t> parse_byte_size(const std::string& text);
 /// Shortest exact spelling parse_byte_size() reads back: "1M", "4097".
 std::string format_byte_size(std::size_t bytes);
 
+/// The CPUs each of `local_ranks` ranks of one host has to itself, for a
+/// process that may run on `usable` of the host's `online` CPUs: its
+/// share of them when it may run on at least one per rank (left to the
+/// kernel); `usable` when it is bound to a share of the host (mcclrun's
+/// --bind-to auto, mpirun's --bind-to core) and every rank's share fits
+/// beside the others; else 0 (ranks share CPUs).
+int cpus_per_rank(int local_ranks, int usable, int online) noexcept;
+/// The same for this process (sched_getaffinity, the online CPUs).
+int cpus_per_rank(int local_ranks) noexcept;
+
 /// The polling time of a rank whose host runs `local_ranks` ranks of its
-/// communicator (itself included): `spin` when set, else (spin_auto) 2000 us
-/// when this process may run on at least that many CPUs, 200 us otherwise.
-/// Ranks left to the kernel on a machine with a CPU for each: a rank that
-/// slept cost its partners a wake-up (tens to hundreds of microseconds on
-/// VMs), they too waited past a short spin and slept, and the job stayed in
-/// that slow mode (16 ranks on 16 cores: 3 of 6 runs at 200 us, none at
-/// 2000 us). Ranks bound to CPUs of their own (mcclrun's default) measured
-/// alike at 200 and 2000 us; where ranks outnumber the CPUs, long polling
-/// takes the CPU from the peer it waits for.
+/// communicator (itself included), in a process that may run on `usable`
+/// of the host's `online` CPUs: `spin` when set, else (spin_auto) 2000 us
+/// when it may run on a CPU per rank (left to the kernel) or is bound to
+/// two or more CPUs of its own (cpus_per_rank >= 2), 200 us otherwise.
+/// A rank that slept cost its partners a wake-up (tens to hundreds of
+/// microseconds on VMs); they too waited past a short spin and slept, and
+/// the job stayed in that slow mode: 16 ranks left to the kernel on 16
+/// cores, 3 of 6 runs at 200 us, none at 2000 us; 32 ranks bound to 2 CPUs
+/// each of 64, small board collectives at 0.35-1.7 ms instead of 9-28 us
+/// in 13 of 24 runs at 200 us (yielding), none of 12 at 2000 us. Bound to
+/// one CPU each, the ranks' other threads need it too: 16 ranks on 16
+/// cores measured alike at 200 and 2000 us, 64 ranks on the 64-CPU VM
+/// took up to 4.7 ms per small board op at 200 us and 5-12 ms at 2000 us
+/// (docs/performance.md, "The spin policy"). Where ranks outnumber the
+/// CPUs, long polling takes the CPU from the peer it waits for.
+std::chrono::microseconds resolved_spin(std::chrono::microseconds spin, int local_ranks, int usable,
+                                        int online) noexcept;
+/// The same for this process (sched_getaffinity, the online CPUs).
 std::chrono::microseconds resolved_spin(std::chrono::microseconds spin, int local_ranks);
 
 } // namespace mccl

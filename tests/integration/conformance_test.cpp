@@ -586,9 +586,10 @@ const algo_config configs[] = {
    allreduce_ops | broadcast_ops | reduce_scatter_ops},
   {"oneshot", "allreduce=oneshot", allreduce_ops},
   {"direct", "allreduce=direct", allreduce_ops},
-  // Every allreduce staged through the board, 4 KiB pieces (MCCL_SHM_STAGE_BYTES
-  // below): 4099 and 100003 elements take many.
-  {"board_rs", "allreduce=board_rs", allreduce_ops, nullptr, false, true},
+  // Every op the stage runs staged through the board, 4 KiB pieces
+  // (MCCL_SHM_STAGE_BYTES below): 4099 and 100003 elements take many.
+  {"board_stage", "allreduce=board_rs;reduce=board_rs;broadcast=board_stage;allgather=board_stage;reduce_scatter=board_stage",
+   flat_ops, nullptr, false, true},
   {"bidir_ring", "allreduce=bidir_ring;allgather=bidir_ring", allreduce_ops | allgather_ops},
   // Two hosts, ranks alternating (3 ranks: 2 + 1, so one rank folds in).
   {"hier_alternating", host_aware, host_aware_ops, [](int r, int) { return r % 2; }},

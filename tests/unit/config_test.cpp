@@ -368,6 +368,26 @@ TEST(ConfigSpin, AutoPollsLongerWhereEveryRankHasACore) {
   EXPECT_EQ(resolved_spin(700us, 1 << 20), 700us);
 }
 
+// A rank bound to a share of the host's CPUs (mcclrun's default) has them
+// to itself when the shares fit side by side; unbound, its part of the
+// CPUs it may run on.
+TEST(ConfigSpin, RanksBoundToSharesOfTheHostHaveThemToThemselves) {
+  EXPECT_EQ(cpus_per_rank(32, 64, 64), 2) << "unbound, 64 CPUs";
+  EXPECT_EQ(cpus_per_rank(4, 2, 2), 0) << "4 ranks on 2 CPUs";
+  EXPECT_EQ(cpus_per_rank(32, 2, 64), 2) << "bound to 2 of 64 CPUs each";
+  EXPECT_EQ(cpus_per_rank(64, 1, 64), 1) << "bound to 1 of 64 CPUs each";
+  EXPECT_EQ(cpus_per_rank(65, 1, 64), 0) << "more ranks than CPUs";
+  EXPECT_EQ(cpus_per_rank(32, 4, 64), 0) << "shares of 4 for 32 ranks overlap on 64 CPUs";
+  EXPECT_EQ(cpus_per_rank(8, 4, 4), 0) << "unbound on 4 CPUs, 8 ranks";
+  EXPECT_EQ(cpus_per_rank(1, 2, 2), 2);
+  // The polling time that follows.
+  EXPECT_EQ(resolved_spin(spin_auto, 16, 16, 16), 2000us) << "unbound, a CPU per rank";
+  EXPECT_EQ(resolved_spin(spin_auto, 32, 2, 64), 2000us) << "bound to 2 CPUs each";
+  EXPECT_EQ(resolved_spin(spin_auto, 64, 1, 64), 200us) << "bound to 1 CPU each";
+  EXPECT_EQ(resolved_spin(spin_auto, 4, 2, 2), 200us) << "4 ranks on 2 CPUs";
+  EXPECT_EQ(resolved_spin(300us, 32, 2, 64), 300us);
+}
+
 TEST(ConfigEnv, FlightRecorder) {
   EXPECT_EQ(resolve_env({}).flight_recorder, 64u);
   EXPECT_EQ(resolve_env({{"MCCL_FLIGHT_RECORDER", "0"}}).flight_recorder, 0u);

@@ -1,6 +1,7 @@
 // Hosts are numbered from the ranks' published endpoints, alike on every
 // rank, and the built-in table broadcasts along a chain only across hosts.
-// MCCL_ALGO may name the host board's board_rs, which the engine refuses.
+// MCCL_ALGO may name the host board's board_rs and board_stage, which the
+// engine refuses.
 
 #include "collectives/extension/registry.hpp"
 #include <mccl/program.hpp>
@@ -13,6 +14,7 @@
 
 #include <chrono>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -113,7 +115,17 @@ TEST(BoardOnlyAlgorithm, McclAlgoMayNameBoardRsAndTheEngineRefusesItByName) {
   EXPECT_EQ(code, mccl::errc::invalid_config);
   EXPECT_NE(why.find("board_rs"), std::string::npos) << why;
   EXPECT_NE(why.find("host board"), std::string::npos) << why;
-  // Only allreduce has it.
+  // Allreduce and reduce have board_rs; broadcast, allgather and
+  // reduce_scatter board_stage, refused alike off the board.
   cfg.algo = mccl::parse_algo_spec("broadcast=board_rs");
+  EXPECT_THROW(mccl::validate_algo_spec(cfg), mccl::error);
+  cfg.algo = mccl::parse_algo_spec("reduce=board_rs;broadcast=board_stage;allgather=board_stage;reduce_scatter=board_stage");
+  EXPECT_NO_THROW(mccl::validate_algo_spec(cfg));
+  op.kind = mccl::op_kind::allgather;
+  std::tie(name, factory) = mccl::select_algorithm(op, 4, cfg, &why, &code);
+  EXPECT_FALSE(factory);
+  EXPECT_EQ(code, mccl::errc::invalid_config);
+  EXPECT_NE(why.find("board_stage for this allgather"), std::string::npos) << why;
+  cfg.algo = mccl::parse_algo_spec("alltoall=board_stage");
   EXPECT_THROW(mccl::validate_algo_spec(cfg), mccl::error);
 }

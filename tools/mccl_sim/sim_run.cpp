@@ -499,6 +499,7 @@ cost_params model_of(const run_options& o) {
   // The chunk the engine uses, at full size.
   auto cfg = resolve_config({}, {});
   c.chunk_bytes = cfg.chunk_bytes;
+  c.stage_bytes = cfg.shm_stage_bytes;
   return c;
 }
 

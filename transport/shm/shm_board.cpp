@@ -1,5 +1,7 @@
 #include "transport/shm/shm_board.hpp"
 
+#include <mccl/config.hpp>
+
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -17,14 +19,6 @@ namespace {
 constexpr std::size_t log_entries = 64;
 /// As the engine's loss grace (collectives/engine/engine.hpp).
 constexpr auto departure_grace = std::chrono::milliseconds(100);
-
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) != 0)
-    return 1;
-  return CPU_COUNT(&set);
-}
 
 /// One noted collective: a seqlock-like pair, the seq written last.
 struct log_entry {
@@ -88,7 +82,7 @@ std::size_t shm_board::segment_bytes(int world, std::size_t slot_bytes, std::siz
 shm_board::shm_board(shm_segment segment, int world, int rank, std::size_t slot_bytes, std::size_t stage_bytes)
   : segment_(std::move(segment)), world_(world), rank_(rank), slot_bytes_(slot_bytes), stage_bytes_(stage_bytes),
     result_bytes_(result_bytes(world, stage_bytes)), stride_(stride_of(slot_bytes, stage_bytes, result_bytes_)),
-    stage_offset_(round_up(slot_header_bytes + 2 * slot_bytes, 4096)), oversubscribed_(world > usable_cpus()) {}
+    stage_offset_(round_up(slot_header_bytes + 2 * slot_bytes, 4096)), yield_while_polling_(cpus_per_rank(world) < 2) {}
 
 shm_board::slot& shm_board::slot_of(int r) const noexcept {
   auto* at = segment_.data() + 64 + static_cast<std::size_t>(r) * stride_;
@@ -182,8 +176,13 @@ shm_board::wait_result shm_board::wait(int peer, uint64_t n, uint64_t seq, const
       return wait_result::timed_out;
     if (now < spin_until) {
       // With more ranks than cores (4 ranks on 2 cores) the peer we wait
-      // for may need this core to get here: yield while polling.
-      if (oversubscribed_)
+      // for may need this core to get here, and with one core each this
+      // rank's other threads (its links' workers, its board thread) may:
+      // yield while polling. With two or more it only slowed the polling
+      // (32 ranks on 2 CPUs each, polling 200 us: 13 of 24 runs in the
+      // slow mode yielding, 1 of 8 not; docs/performance.md, "The spin
+      // policy").
+      if (yield_while_polling_)
         ::sched_yield();
       continue;
     }

@@ -13,7 +13,7 @@
 /// no other handshake is needed.
 ///
 /// Waiting polls for the caller's spin time (yielding the core between
-/// polls when there are more ranks than CPUs), then sleeps on the slot's
+/// polls when a rank has fewer than two CPUs to itself), then sleeps on the slot's
 /// counter with a futex (a poster wakes sleepers only when there are any),
 /// always bounded by the caller's deadline and stop check.
 ///
@@ -114,7 +114,7 @@ private:
   std::size_t result_bytes_;
   std::size_t stride_;       ///< one slot with its banks
   std::size_t stage_offset_; ///< the first stage bank, from its slot
-  bool oversubscribed_; ///< more ranks than the CPUs this process may use
+  bool yield_while_polling_; ///< a rank has under 2 CPUs to itself (cpus_per_rank)
 };
 
 } // namespace mccl::transport
