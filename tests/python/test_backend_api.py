@@ -104,7 +104,11 @@ def _monitored_barrier_rank_0_out_of_time(rank, world):
     import torch.distributed as dist
     group = dist.new_group(ranks=list(range(world)))
     if rank != 0:
-        return None  # never arrives; rank 0 has no time to wait anyway
+        # Never arrives, but stays alive past rank 0's verdict: a rank that
+        # had left would be named as gone, not as late.
+        import time
+        time.sleep(2.0)
+        return None
     try:
         group.monitored_barrier(datetime.timedelta(seconds=0))
     except RuntimeError as e:
