@@ -52,6 +52,14 @@ public:
 
   bool receives() const override { return parent_ >= 0; }
 
+  // Only the parent sends to us: with many peers the engine reads that
+  // link alone instead of polling every socket on every pass.
+  bool next_senders(std::vector<int>& peers) const override {
+    if (parent_ >= 0 && received_ < chunks_)
+      peers.push_back(parent_);
+    return true;
+  }
+
   std::string where() const override {
     return std::string(shape_) + " broadcast from root " + std::to_string(a_.op.root) + ", "
            + std::to_string(received_) + " of " + std::to_string(chunks_) + " chunks in"
