@@ -302,12 +302,18 @@ bool engine::progress(leadership&) {
       continue;
     moved |= c->progress(now) > 0;
     settle();
+    moved |= write_queued(now);
   }
   // Frames queued since each channel was written (by reading later
-  // channels) go out now, not after a wait.
+  // channels) go out now, not after a wait; a channel that could not
+  // write everything stays listed for progress_peers().
+  moved |= write_queued(now);
   for (auto& c : links_)
-    if (c && c->wants_write() && c->current() == transport::channel::state::open)
+    if (c && c->wants_write() && c->current() == transport::channel::state::open) {
       moved |= c->progress(now) > 0;
+      if (c->wants_write())
+        note_queued(c->peer());
+    }
   settle();
   return end_of_pass(now) || moved;
 }
@@ -441,6 +447,27 @@ bool engine::progress_peers(leadership& l, const std::vector<int>& readable) {
       note_queued(peer);
   }
   return end_of_pass(now) || moved;
+}
+
+bool engine::write_queued(clock::time_point now) {
+  if (queued_to_.empty())
+    return false;
+  // In the order the ops queued them: a tree forwards to the child with
+  // the largest subtree first, and that child should get the bytes first
+  // (written in rank order, a binomial tree's root wrote its critical
+  // child last of four at 16 ranks).
+  writing_.swap(queued_to_);
+  bool moved = false;
+  for (int peer : writing_) {
+    queued_flag_[static_cast<std::size_t>(peer)] = 0;
+    auto& c = links_[static_cast<std::size_t>(peer)];
+    if (c && c->wants_write() && c->current() == transport::channel::state::open) {
+      moved |= c->progress(now) > 0;
+      settle();
+    }
+  }
+  writing_.clear();
+  return moved;
 }
 
 void engine::note_queued(int peer) {

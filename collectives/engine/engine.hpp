@@ -355,6 +355,9 @@ private:
   void push(command c);
   /// `peer`'s channel has frames to send: progress_peers() visits it.
   void note_queued(int peer);
+  /// Writes the channels frames were queued to since this last ran, in the
+  /// order they were queued; true when anything moved.
+  bool write_queued(clock::time_point now);
   /// The open channels a full pass visits (after their keep-alives): all
   /// of them, or with many peers those whose sockets poll(2) readable plus
   /// those with work of their own.
@@ -429,6 +432,7 @@ private:
   /// visited them (listed once: queued_flag_), or all of them after an
   /// abort queued one to every peer.
   std::vector<int> queued_to_;
+  std::vector<int> writing_; ///< write_queued()'s snapshot of queued_to_, kept for its capacity
   std::vector<char> queued_flag_;
   bool queued_to_all_ = false;
   // channels_to_visit()'s scratch, kept to reuse its capacity.
