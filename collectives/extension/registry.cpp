@@ -4,6 +4,7 @@
 
 #include "collectives/algorithms/board_collectives.hpp"
 #include "collectives/algorithms/builtin.hpp"
+#include "config/log.hpp"
 #include <mccl/config.hpp>
 
 #include <map>
@@ -255,10 +256,17 @@ std::string choose_algorithm(const op_request& op, int world, const config& cfg)
   if (!cfg.algo.empty()) {
     auto named = algo_for(cfg.algo, to_string(op.kind), bytes);
     // Asked for by name but not on the board: refused by select_algorithm,
-    // never replaced silently. (The stage runs no v variant: a
-    // reduce_scatterv or allgatherv takes the table, as below.)
-    if (board_only(op.kind, named) && op.compression == compression_kind::none && !op.is_v())
-      return named;
+    // never replaced silently. The stage runs no v variant: a
+    // reduce_scatterv or allgatherv takes the table, and the log says so
+    // once.
+    if (board_only(op.kind, named) && op.compression == compression_kind::none) {
+      if (!op.is_v())
+        return named;
+      static std::atomic<bool> said{false};
+      if (!said.exchange(true))
+        MCCL_LOG(info, "MCCL_ALGO names " << named << " for " << to_string(op.kind) << ", which runs no "
+                                           << to_string(op.kind) << "v: those take the built-in table's choice");
+    }
     // An algorithm the spec names that cannot run on this many ranks (direct
     // on 3), or cannot compress a compressed op, falls back to the table
     // rather than failing the op.
