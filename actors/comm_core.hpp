@@ -190,6 +190,9 @@ private:
   void post_to_board(const op_ptr& op, const std::shared_ptr<work_state>& work, const std::string& algorithm);
   /// Numbers `op` for the board (id, seq, board op numbers); under submit_mutex_.
   board_job number_for_board(const op_ptr& op, const std::shared_ptr<work_state>& work, std::string algorithm);
+  /// Runs queued jobs in order, board_mutex_ held, until `until`'s has run
+  /// (null: until the queue is empty); their completions go to `ran`.
+  void run_queued_jobs(const work_state* until, std::vector<std::pair<std::shared_ptr<work_state>, op_report>>& ran);
   /// Runs one numbered job; board_mutex_ held. Its completion, for the
   /// caller to deliver once it let go of the board.
   op_report run_board_job(board_job& job);

@@ -72,22 +72,28 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
       if (behind)
         board_queue_.push_back(std::move(job));
     }
-    if (!behind) {
+    if (behind)
+      run_queued_jobs(work.get(), ran);
+    else
       ran.emplace_back(work, run_board_job(job));
-    } else {
-      for (bool ours = false; !ours;) {
-        board_job next;
-        {
-          std::lock_guard<std::mutex> guard{submit_mutex_};
-          next = std::move(board_queue_.front());
-          board_queue_.pop_front();
-        }
-        ours = next.work == work;
-        ran.emplace_back(next.work, run_board_job(next));
-      }
-    }
   }
   complete_all(ran);
+}
+
+void comm_core::run_queued_jobs(const work_state* until,
+                                std::vector<std::pair<std::shared_ptr<work_state>, op_report>>& ran) {
+  for (bool ours = until && until->done(); !ours;) {
+    board_job next;
+    {
+      std::lock_guard<std::mutex> guard{submit_mutex_};
+      if (board_queue_.empty())
+        break;
+      next = std::move(board_queue_.front());
+      board_queue_.pop_front();
+    }
+    ours = next.work.get() == until;
+    ran.emplace_back(next.work, run_board_job(next));
+  }
 }
 
 void comm_core::post_to_board(const op_ptr& op, const std::shared_ptr<work_state>& work,
@@ -123,18 +129,7 @@ bool comm_core::run_board_queue(const work_state* until, bool try_only) {
     } else {
       board_guard.lock();
     }
-    for (bool ours = until && until->done(); !ours;) {
-      board_job next;
-      {
-        std::lock_guard<std::mutex> guard{submit_mutex_};
-        if (board_queue_.empty())
-          break;
-        next = std::move(board_queue_.front());
-        board_queue_.pop_front();
-      }
-      ours = next.work.get() == until;
-      ran.emplace_back(next.work, run_board_job(next));
-    }
+    run_queued_jobs(until, ran);
   }
   complete_all(ran);
   return true;
