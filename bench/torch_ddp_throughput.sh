@@ -16,8 +16,10 @@
 # (0 skips the no-comm runs),
 # PYTHON=python3, MCCLRUN=tools/mcclrun, PYTHONPATH (default build/python,
 # or MCCL_BUILD_DIR/python). The defaults of the training arguments:
-# --steps 5 --warmup 1 --image 8 --threads 1 (one torch thread per rank);
-# later arguments override them. Each run's JSON is
+# --steps 8 --warmup 3 --image 8 --threads 1 (one torch thread per rank;
+# the example's default warmup: DDP rebuilds its gradient buckets in its
+# second step, once per training, which the timed steps leave out); later
+# arguments override them. Each run's JSON is
 # OUT_DIR/{mccl,gloo,nocomm}_N.json, its output OUT_DIR/{mccl,gloo,nocomm}_N.log;
 # OUT_DIR/env.txt says what ran where.
 set -euo pipefail
@@ -30,7 +32,7 @@ shift || true
 PY=${PYTHON:-python3}
 MCCLRUN=${MCCLRUN:-$ROOT/tools/mcclrun}
 export PYTHONPATH="${PYTHONPATH:-$ROOT/${MCCL_BUILD_DIR:-build}/python}"
-TRAIN=("$ROOT/examples/ddp_dummy_train.py" --steps 5 --warmup 1 --image 8 --threads 1
+TRAIN=("$ROOT/examples/ddp_dummy_train.py" --steps 8 --warmup 3 --image 8 --threads 1
        --batch "$BATCH" "$@")
 mkdir -p "$OUT"
 rm -f "$OUT"/mccl_*.json "$OUT"/gloo_*.json "$OUT"/nocomm_*.json "$OUT"/baseline.json
