@@ -82,6 +82,13 @@ std::string board_algorithm(const op_request& op, int world, std::size_t slot_by
   return staged;
 }
 
+bool prefetch_stage_reads(int world, std::size_t source_bytes) noexcept {
+  // The range where it measured faster (prefetch_stage_reads' comment).
+  constexpr std::size_t least_per_bank = std::size_t{2} << 10;
+  constexpr std::size_t most_per_bank = std::size_t{16} << 10;
+  return world >= 16 && world <= 32 && source_bytes >= least_per_bank && source_bytes <= most_per_bank;
+}
+
 uint64_t board_rs_ops(std::size_t count, std::size_t elem, std::size_t stage_bytes) noexcept {
   auto piece = stage_bytes / elem;
   return (count + piece - 1) / piece + 1;

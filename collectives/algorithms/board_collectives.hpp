@@ -52,6 +52,20 @@ bool fits_board(const op_request& op, int world, std::size_t slot_bytes) noexcep
 /// at 4 KiB).
 constexpr std::size_t board_rs_from_total_bytes = std::size_t{64} << 10;
 
+/// Whether a rank of `world` that reduces `source_bytes` from each rank's
+/// stage bank (its share of a board_rs piece, its block of a reduce_scatter
+/// piece) asks for all of them before it reads any. A short run of bytes
+/// from each of many banks, each just written on another core, is what the
+/// hardware's prefetchers do not see coming. Measured on the 64-core
+/// machine (docs/performance.md, "Reading the stage: prefetch"), from 2 to
+/// 16 KiB a bank at 16 and 32 ranks, reduce_scatter took 0.58-0.66x the
+/// time and allreduce 0.70-0.90x (64 and 256 KiB ops); from 0.5 to 1 KiB a
+/// bank allreduce took 1.02-1.08x, at 32-64 KiB a bank (1 MiB ops)
+/// nothing changed beyond the rounds' spread, at 2 ranks (32 KiB and more
+/// a bank) it took 1.01-1.08x, and 64 ranks, measured in the slow mode of
+/// many ranks (0.7-3 ms an op), came out slower in every cell (1.03-1.26x).
+bool prefetch_stage_reads(int world, std::size_t source_bytes) noexcept;
+
 /// The name of `kind`'s staged algorithm: "board_rs", "board_stage", or
 /// "" (none).
 const char* staged_algorithm_name(op_kind kind) noexcept;

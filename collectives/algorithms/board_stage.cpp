@@ -19,6 +19,29 @@ std::string piece_name(const char* algorithm, uint64_t piece, uint64_t pieces) {
   return std::string(algorithm) + " piece " + std::to_string(piece) + " of " + std::to_string(pieces);
 }
 
+/// Asks for `bytes` at `p` into this core's L2 ahead of the reads.
+void prefetch(const uint8_t* p, std::size_t bytes) {
+  for (std::size_t i = 0; i < bytes; i += 64)
+    __builtin_prefetch(p + i, 0 /* read */, 2 /* L2 */);
+}
+
+/// dst = the reduction of `count` elements at source(0) .. source(world -
+/// 1), in rank order (the same bits wherever it runs). Where
+/// prefetch_stage_reads says so, every source is asked for first, our own
+/// rank's first and the next ranks' after it, so that the ranks do not all
+/// read rank 0's bank at once.
+template <class Source>
+void reduce_in_rank_order(const op_request& op, uint8_t* dst, Source source, int world, int rank,
+                          std::size_t count) {
+  auto bytes = count * op.elem_size();
+  if (prefetch_stage_reads(world, bytes))
+    for (int i = 0; i < world; ++i)
+      prefetch(source((rank + i) % world), bytes);
+  reduce3(op.op, op.type, dst, source(0), source(1), count);
+  for (int p = 2; p < world; ++p)
+    reduce(op.op, op.type, dst, source(p), count);
+}
+
 } // namespace
 
 board_outcome run_board_rs(const op_request& op, const board_call& call) {
@@ -65,9 +88,8 @@ board_outcome run_board_rs(const op_request& op, const board_call& call) {
       if (s.count > 0) {
         auto at = s.first * elem;
         auto* dst = board->result_of(call.rank, n + 1);
-        reduce3(op.op, op.type, dst, board->stage_of(0, n) + at, board->stage_of(1, n) + at, s.count);
-        for (int p = 2; p < call.world; ++p)
-          reduce(op.op, op.type, dst, board->stage_of(p, n) + at, s.count);
+        reduce_in_rank_order(op, dst, [&](int p) { return board->stage_of(p, n) + at; }, call.world, call.rank,
+                             s.count);
         if (op.op == redop::avg)
           finish_avg(op.type, dst, s.count, call.world);
       }
@@ -137,9 +159,8 @@ board_outcome run_board_stage(const op_request& op, const board_call& call) {
         break;
       case op_kind::reduce_scatter: { // our block's piece, reduced in rank order 0..n-1
         auto block = static_cast<std::size_t>(call.rank) * piece * elem;
-        reduce3(op.op, op.type, out + at, board->stage_of(0, n) + block, board->stage_of(1, n) + block, count);
-        for (int p = 2; p < call.world; ++p)
-          reduce(op.op, op.type, out + at, board->stage_of(p, n) + block, count);
+        reduce_in_rank_order(op, out + at, [&](int p) { return board->stage_of(p, n) + block; }, call.world,
+                             call.rank, count);
         if (op.op == redop::avg)
           finish_avg(op.type, out + at, count, call.world);
         break;

@@ -61,6 +61,22 @@ void fill(dtype t, void* p, std::size_t n, int r) {
   }
 }
 
+/// Floating-point values whose sum depends on the order of the additions
+/// (large and small magnitudes by rank), for checking that a reduction
+/// adds in rank order; float32 and float64 only.
+void fill_order_sensitive(dtype t, void* p, std::size_t n, int r) {
+  for (std::size_t i = 0; i < n; ++i) {
+    double x = static_cast<double>((i * 13 + static_cast<std::size_t>(r) * 7) % 17) * 0.37
+               + (r % 3 == 0 ? 3.0e7 : 0.0) - (r % 3 == 1 ? 3.0e7 : 0.0);
+    if (t == dtype::float32) {
+      auto f = static_cast<float>(x);
+      std::memcpy(static_cast<uint8_t*>(p) + 4 * i, &f, 4);
+    } else {
+      std::memcpy(static_cast<uint8_t*>(p) + 8 * i, &x, 8);
+    }
+  }
+}
+
 /// `world` threads run one board_rs allreduce each on `b`; `run` sets
 /// each rank's request and call. The outcomes, by rank.
 std::vector<board_outcome> run_ranks(board_views& b, int world,
@@ -322,7 +338,8 @@ namespace {
 /// of `b`, checked against a reference made on one thread from the same
 /// inputs; `what` names the case in failures.
 void expect_staged_matches_reference(board_views& b, int world, mccl::op_kind kind, dtype t, redop op, int root,
-                                     std::size_t count, bool in_place, uint64_t& n, uint64_t& seq) {
+                                     std::size_t count, bool in_place, uint64_t& n, uint64_t& seq,
+                                     void (*fill_input)(dtype, void*, std::size_t, int) = fill) {
   auto elem = mccl::dtype_size(t);
   auto bytes = count * elem;
   auto w = static_cast<std::size_t>(world);
@@ -337,7 +354,7 @@ void expect_staged_matches_reference(board_views& b, int world, mccl::op_kind ki
   std::vector<std::vector<uint8_t>> out(w, std::vector<uint8_t>(out_bytes, 0xee));
   for (int r = 0; r < world; ++r) {
     auto& mine = in[static_cast<std::size_t>(r)];
-    fill(t, mine.data(), in_bytes / elem, r);
+    fill_input(t, mine.data(), in_bytes / elem, r);
     if (in_place && gathered)
       std::memcpy(out[static_cast<std::size_t>(r)].data() + static_cast<std::size_t>(r) * bytes, mine.data(), bytes);
   }
@@ -446,6 +463,37 @@ TEST(BoardStage, EveryKindMatchesTheReferenceOn2348RanksInPiecesInPlaceOrNot) {
         }
       }
   }
+}
+
+TEST(BoardStage, SixteenRanksReduceWhatTheyPrefetchedInRankOrder) {
+  // 64 KiB stage banks among 16 ranks: 4 KiB of each bank per reduction,
+  // where the ranks ask for every bank before they read (prefetch_stage_reads),
+  // each from its own rank's on; the sums must still be in rank order.
+  constexpr int world = 16;
+  constexpr std::size_t stage = 64 << 10;
+  ASSERT_TRUE(mccl::prefetch_stage_reads(world, stage / world));
+  board_views b(world, 256, stage);
+  uint64_t n = 0, seq = 0;
+  for (std::size_t count : {1024, 3000}) // one piece; three, the last one shorter
+    for (bool in_place : {false, true})
+      for (auto t : {dtype::float32, dtype::float64})
+        for (auto op : {redop::sum, redop::avg}) {
+          expect_staged_matches_reference(b, world, mccl::op_kind::reduce_scatter, t, op, 0, count, in_place, n,
+                                          seq, fill_order_sensitive);
+          expect_staged_matches_reference(b, world, mccl::op_kind::reduce, t, op, 3, count * world, in_place, n,
+                                          seq, fill_order_sensitive);
+        }
+}
+
+TEST(BoardStage, PrefetchingTheStageOnlyWhereItMeasuredFaster) {
+  EXPECT_TRUE(mccl::prefetch_stage_reads(16, 2048));
+  EXPECT_TRUE(mccl::prefetch_stage_reads(32, 8192));
+  EXPECT_TRUE(mccl::prefetch_stage_reads(16, 16384));
+  EXPECT_FALSE(mccl::prefetch_stage_reads(16, 1024)) << "1 KiB a bank: allreduce slower";
+  EXPECT_FALSE(mccl::prefetch_stage_reads(32, 32768)) << "1 MiB ops: no gain";
+  EXPECT_FALSE(mccl::prefetch_stage_reads(2, 4096)) << "2 ranks: slower";
+  EXPECT_FALSE(mccl::prefetch_stage_reads(8, 4096)) << "8 ranks: not measured";
+  EXPECT_FALSE(mccl::prefetch_stage_reads(64, 4096)) << "64 ranks: slower";
 }
 
 TEST(BoardStage, ARankGoneMidBroadcastIsNamedWithItsPiece) {
