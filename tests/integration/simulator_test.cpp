@@ -125,6 +125,28 @@ TEST(Simulator, TheTableChoosesForTheFullSize) {
   EXPECT_EQ(small.algorithm, "rd");
 }
 
+// With every rank on one host a job runs these ops on the host board,
+// which mccl-sim does not simulate: it says so, and says nothing where a
+// job too takes the engine's algorithm.
+TEST(Simulator, SaysWhereAJobWouldTakeTheHostBoardInstead) {
+  auto on_hosts_of = [](int ranks_per_host, op_kind op, std::size_t bytes) {
+    auto o = options(8, op, "", bytes);
+    o.ranks_per_host = ranks_per_host;
+    auto r = sim::run(o);
+    expect_correct(r);
+    return r;
+  };
+  auto large = on_hosts_of(8, op_kind::allreduce, 64u << 20);
+  EXPECT_EQ(large.runtime_algorithm, "board_rs");
+  EXPECT_NE(large.algorithm, "board_rs") << "the simulated run is the engine's";
+  EXPECT_EQ(on_hosts_of(8, op_kind::broadcast, 1u << 20).runtime_algorithm, "board_stage");
+  EXPECT_EQ(on_hosts_of(8, op_kind::allreduce, 64).runtime_algorithm, "board");
+  EXPECT_EQ(on_hosts_of(4, op_kind::allreduce, 64u << 20).runtime_algorithm, "") << "two hosts: the links";
+  auto named = options(8, op_kind::allreduce, "ring", 64u << 20);
+  named.ranks_per_host = 8;
+  EXPECT_EQ(sim::run(named).runtime_algorithm, "") << "an engine algorithm named: a job runs it too";
+}
+
 // One rank dies mid-allreduce: every other rank fails naming it, no later
 // than the grace period after the death (plus the ABORT's trip), and the
 // survivors, as a new world, allreduce correctly.

@@ -105,6 +105,7 @@ nlohmann::json to_json(const mccl::sim::run_options& o, const mccl::sim::run_res
                       {"op", mccl::to_string(o.op)},
                       {"bytes", o.bytes},
                       {"algorithm", r.algorithm},
+                      {"runtime_algorithm", r.runtime_algorithm.empty() ? nlohmann::json() : nlohmann::json(r.runtime_algorithm)},
                       {"alpha_s", o.net.alpha},
                       {"bytes_per_s", o.net.bytes_per_s},
                       {"host_alpha_s", o.host.alpha},
@@ -157,6 +158,10 @@ std::string deaths(const mccl::sim::run_options& o) {
 void print(const mccl::sim::run_options& o, const mccl::sim::run_result& r, const char* indent = "") {
   std::printf("%smccl-sim: %s of %zu bytes on %d ranks (%d per host), algorithm %s\n", indent,
               mccl::to_string(o.op), o.bytes, o.ranks, o.ranks_per_host, r.algorithm.c_str());
+  if (!r.runtime_algorithm.empty())
+    std::printf("%s  not what a job runs: on one host a job with the default settings takes the host board (%s),\n"
+                "%s  which mccl-sim does not simulate; it runs %s with MCCL_SHM_BOARD_BYTES=0 or MCCL_TRANSPORT=tcp\n",
+                indent, r.runtime_algorithm.c_str(), indent, r.algorithm.c_str());
   std::printf("%s  moved %zu float32 per rank; each payload byte counts %.6g times\n", indent, r.count, r.scale);
   std::printf("%s  simulated %s", indent, ms(r.seconds).c_str());
   if (r.predicted.known)

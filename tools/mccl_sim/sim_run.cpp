@@ -1,5 +1,6 @@
 #include "tools/mccl_sim/sim_run.hpp"
 
+#include "collectives/algorithms/board_collectives.hpp"
 #include "collectives/engine/engine.hpp"
 #include "collectives/extension/registry.hpp"
 #include "transport/buffer_pool.hpp"
@@ -505,6 +506,25 @@ cost_params model_of(const run_options& o) {
 
 namespace {
 
+/// The host board's algorithm a job of `o` with the default settings
+/// would run the op with, as comm_core chooses it; "" where it too would
+/// take the engine's.
+std::string runtime_board_algorithm(const run_options& o) {
+  if (o.ranks < 2 || o.ranks_per_host < o.ranks)
+    return {};
+  auto cfg = resolve_config({}, {}); // the defaults, as the simulated engines have
+  // A board's banks are at most MCCL_INLINE_BYTES (transport/wireup/transport_table.cpp).
+  auto board_bytes = std::min(cfg.shm_board_bytes, cfg.inline_bytes);
+  op_request op;
+  op.kind = o.op;
+  op.type = dtype::float32;
+  op.op = redop::sum;
+  auto elements = elements_of_largest(o);
+  bool blocks = o.op == op_kind::allgather || o.op == op_kind::reduce_scatter;
+  op.count = blocks ? elements / static_cast<std::size_t>(o.ranks) : elements;
+  return board_algorithm(op, o.ranks, board_bytes, cfg.shm_stage_bytes, o.algorithm);
+}
+
 /// One world's run of the op (and, in a grown world, the state broadcast
 /// first), with the model's prediction.
 run_result run_world(const run_options& o, int old_ranks_of_grown_world) {
@@ -523,6 +543,7 @@ run_result run_world(const run_options& o, int old_ranks_of_grown_world) {
   }
   out.scale = scale;
   out.predicted = predict(o.op, out.algorithm, o.ranks, static_cast<double>(o.bytes), model_of(o));
+  out.runtime_algorithm = runtime_board_algorithm(o);
   out.state_broadcast = std::move(state);
   return out;
 }

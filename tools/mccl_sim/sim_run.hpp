@@ -83,6 +83,14 @@ struct rank_outcome {
 
 struct run_result {
   std::string algorithm;   ///< what the engine ran
+  /// With every rank on one host, what a job with the default settings
+  /// would run this op with instead: the host board's algorithm ("board",
+  /// "board_rs", "board_stage"; collectives/algorithms/board_collectives.hpp),
+  /// which mccl-sim does not simulate (it has no shared memory). Empty where
+  /// a job too runs `algorithm` (several hosts, an op the board does not
+  /// take, or --algo naming an engine algorithm). A job runs `algorithm`
+  /// with MCCL_SHM_BOARD_BYTES=0 or MCCL_TRANSPORT=tcp.
+  std::string runtime_algorithm;
   double seconds = 0;      ///< virtual time from the op's start until the last rank finished
   cost_estimate predicted; ///< the model's time for that algorithm
   double scale = 1;        ///< payload bytes counted per byte moved
