@@ -8,7 +8,16 @@
 # transport's to Open MPI's on it) and each cell's slowest round over its
 # median.
 #
-# Variants: table, engine, mpi (shared memory); tcp, mpitcp (TCP).
+# Variants:
+#   table    mccl's built-in choice (the board's banks, then its stage)
+#   engine   MCCL_SHM_STAGE_BYTES=0: no stage, the table before it
+#   rs64k, rs256k, rs1m
+#            the op's staged algorithm (board_rs for allreduce and reduce,
+#            board_stage otherwise) at every size, with stage banks of 64 KiB,
+#            256 KiB or 1 MiB
+#   mpi      Open MPI's shared memory (vader)
+#   tcp      mccl with MCCL_TRANSPORT=tcp
+#   mpitcp   Open MPI's tcp BTL
 #
 #   bash bench/board_stage_rounds.sh                      # build/ of this checkout
 #   BUNDLE=out/stage ROUND=2 bash bench/board_stage_rounds.sh   # one round, on a device
@@ -47,11 +56,16 @@ run() { # ranks op variant round
   local n=$1 op=$2 v=$3 k=$4 name="$RES/n$1_$2_$3_r$4"
   if [ $(( $(date +%s) - T0 )) -gt "$BUDGET" ]; then echo "skipped: time budget" > "$name.txt"; return; fi
   case $v in
-    table|engine|tcp)
-      local set=()
-      [ "$v" = engine ] && set=(MCCL_SHM_STAGE_BYTES=0)
-      [ "$v" = tcp ] && set=(MCCL_TRANSPORT=tcp)
-      env "${set[@]}" python3 tools/mcclrun --timeout 300 -n "$n" -- "$BUNDLE/mccl-bench" -o "$op" $SZ \
+    table|engine|tcp|rs64k|rs256k|rs1m)
+      local set=() algo=()
+      case $v in
+        engine) set=(MCCL_SHM_STAGE_BYTES=0) ;;
+        tcp) set=(MCCL_TRANSPORT=tcp) ;;
+        rs*)
+          set=(MCCL_SHM_STAGE_BYTES=${v#rs}) # 64k, 256k, 1m: byte sizes are case-insensitive
+          case $op in allreduce|reduce) algo=(-a board_rs) ;; *) algo=(-a board_stage) ;; esac ;;
+      esac
+      env "${set[@]}" python3 tools/mcclrun --timeout 300 -n "$n" -- "$BUNDLE/mccl-bench" -o "$op" "${algo[@]}" $SZ \
         --json "$name.jsonl" > "$name.txt" 2>&1 ;;
     mpi|mpitcp)
       if [ -x "$MPI" ]; then

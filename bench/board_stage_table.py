@@ -15,9 +15,9 @@ import re
 import statistics
 import sys
 
-VARIANTS = ["table", "engine", "mpi", "tcp", "mpitcp"]
+VARIANTS = ["table", "engine", "rs64k", "rs256k", "rs1m", "mpi", "tcp", "mpitcp"]
 # Whose Open MPI run each variant is compared with: its transport's.
-BASELINE = {"table": "mpi", "engine": "mpi", "tcp": "mpitcp"}
+BASELINE = {"table": "mpi", "engine": "mpi", "rs64k": "mpi", "rs256k": "mpi", "rs1m": "mpi", "tcp": "mpitcp"}
 
 
 def size(b):
@@ -29,7 +29,7 @@ def read(folders):
     p50, algo = {}, {}
     for folder in folders:
         for path in sorted(glob.glob(os.path.join(folder, "n*_r*.jsonl"))):
-            m = re.match(r"n(\d+)_(\w+)_(table|engine|mpi|tcp|mpitcp)_r\d+\.jsonl$", os.path.basename(path))
+            m = re.match(r"n(\d+)_(\w+)_(" + "|".join(VARIANTS) + r")_r\d+\.jsonl$", os.path.basename(path))
             if not m:
                 continue
             ranks, op, variant = int(m.group(1)), m.group(2), m.group(3)
