@@ -3,6 +3,7 @@
 // instead of the engine.
 
 #include "actors/comm_core.hpp"
+#include "actors/thread_name.hpp"
 
 #include "collectives/algorithms/board_collectives.hpp"
 #include "collectives/observability/metrics_registry.hpp"
@@ -137,6 +138,7 @@ bool comm_core::run_board_queue(const work_state* until, bool try_only) {
 
 void comm_core::board_thread_main() {
   on_board_thread = true;
+  name_this_thread("mccl-board");
   std::unique_lock<std::mutex> lock{submit_mutex_};
   for (;;) {
     board_queue_cv_.wait(lock, [this] { return board_thread_stop_ || !board_queue_.empty(); });

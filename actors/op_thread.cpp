@@ -1,5 +1,7 @@
 #include "actors/op_thread.hpp"
 
+#include "actors/thread_name.hpp"
+
 #include <algorithm>
 
 namespace mccl::actors {
@@ -50,6 +52,7 @@ void op_thread::stop() {
 }
 
 void op_thread::loop() {
+  name_this_thread("mccl-op");
   std::unique_lock<std::mutex> lock{mutex_};
   for (;;) {
     if (stopping_)

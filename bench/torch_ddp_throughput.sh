@@ -15,7 +15,10 @@
 # sample per rank), BASELINE=1 (0 skips the single-process run), FLOOR=1
 # (0 skips the no-comm runs),
 # PYTHON=python3, MCCLRUN=tools/mcclrun, PYTHONPATH (default build/python,
-# or MCCL_BUILD_DIR/python). The defaults of the training arguments:
+# or MCCL_BUILD_DIR/python), VARIANTS: more mccl runs in each round, after
+# the plain one, with settings of their own, as space-separated
+# LABEL:VAR=VALUE[,VAR=VALUE...] (e.g. "mccl-slice0:MCCL_THREAD_SLICE_US=0";
+# their JSON is OUT_DIR/LABEL_N.json, their table row LABEL). The defaults of the training arguments:
 # --steps 8 --warmup 3 --image 8 --threads 1 (one torch thread per rank;
 # the example's default warmup: DDP rebuilds its gradient buckets in its
 # second step, once per training, which the timed steps leave out); later
@@ -35,7 +38,7 @@ export PYTHONPATH="${PYTHONPATH:-$ROOT/${MCCL_BUILD_DIR:-build}/python}"
 TRAIN=("$ROOT/examples/ddp_dummy_train.py" --steps 8 --warmup 3 --image 8 --threads 1
        --batch "$BATCH" "$@")
 mkdir -p "$OUT"
-rm -f "$OUT"/mccl_*.json "$OUT"/gloo_*.json "$OUT"/nocomm_*.json "$OUT"/baseline.json
+rm -f "$OUT"/*_*.json "$OUT"/baseline.json
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -53,18 +56,35 @@ if [[ "${BASELINE:-1}" != 0 ]]; then
   "$PY" "${TRAIN[@]}" --baseline --save-stats "$OUT/baseline.json" | tee "$OUT/baseline.log"
   baseline=(--baseline "$OUT/baseline.json")
 fi
-runs=(mccl gloo)
+declare -A variant_env=()
+runs=(mccl)
+for v in ${VARIANTS:-}; do
+  label=${v%%:*}
+  [[ $label != "$v" && $label =~ ^[A-Za-z0-9_.-]+$ ]] ||
+    { echo "VARIANTS: expected LABEL:VAR=VALUE[,VAR=VALUE...], got '$v'" >&2; exit 2; }
+  variant_env[$label]=${v#*:}
+  runs+=("$label")
+done
+runs+=(gloo)
 [[ "${FLOOR:-1}" != 0 ]] && runs+=(nocomm)
+stats=()
 for round in $(seq "$ROUNDS"); do
   for run in "${runs[@]}"; do
     args=(--backend "$run")
+    envs=()
     [[ $run == nocomm ]] && args=(--backend gloo --no-comm)
-    "$PY" "$MCCLRUN" -n "$RANKS" --timeout 900 -- "$PY" "${TRAIN[@]}" "${args[@]}" \
+    if [[ -n ${variant_env[$run]:-} ]]; then
+      args=(--backend mccl --label "$run")
+      IFS=, read -r -a envs <<< "${variant_env[$run]}"
+    fi
+    env "${envs[@]}" "$PY" "$MCCLRUN" -n "$RANKS" --timeout 900 -- "$PY" "${TRAIN[@]}" "${args[@]}" \
       --save-stats "$OUT/${run}_${round}.json" > "$OUT/${run}_${round}.log" 2>&1 ||
       { echo "$run round $round failed:"; tail -n 30 "$OUT/${run}_${round}.log"; exit 1; }
     grep -h "samples/s" "$OUT/${run}_${round}.log"
   done
 done
-"$PY" "$ROOT/examples/benchmark_throughput.py" "${baseline[@]}" \
-  --ddp "$OUT"/mccl_*.json "$OUT"/gloo_*.json $(compgen -G "$OUT/nocomm_*.json" || true) \
+for run in "${runs[@]}"; do
+  stats+=("$OUT/${run}"_*.json)
+done
+"$PY" "$ROOT/examples/benchmark_throughput.py" "${baseline[@]}" --ddp "${stats[@]}" \
   -o "$OUT/ddp" | tee "$OUT/table.md"
