@@ -17,9 +17,9 @@
 # PYTHON=python3, MCCLRUN=tools/mcclrun, PYTHONPATH (default build/python,
 # or MCCL_BUILD_DIR/python), VARIANTS: more mccl runs in each round, after
 # the plain one, with settings of their own, as space-separated
-# LABEL:VAR=VALUE[,VAR=VALUE...] (e.g. "mccl-slice0:MCCL_THREAD_SLICE_US=0";
-# their JSON is OUT_DIR/LABEL_N.json, their table row LABEL). The defaults of the training arguments:
-# --steps 8 --warmup 3 --image 8 --threads 1 (one torch thread per rank;
+# LABEL:VAR=VALUE[,VAR=VALUE...] (e.g. "mccl-spin0:MCCL_SPIN_US=0"; their
+# JSON is OUT_DIR/LABEL_N.json, their table row LABEL). The defaults of the
+# training arguments: --steps 8 --warmup 3 --image 8 --threads 1 (one torch thread per rank;
 # the example's default warmup: DDP rebuilds its gradient buckets in its
 # second step, once per training, which the timed steps leave out); later
 # arguments override them. Each run's JSON is
