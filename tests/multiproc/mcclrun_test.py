@@ -321,7 +321,9 @@ class ExitStatusTest(PidDirMixin, unittest.TestCase):
         self.assert_no_survivors(6)
 
     def test_sigterm_is_forwarded(self):
-        cmd = self.sh_rank('trap "echo got TERM; exit 9" TERM; wait')
+        # The trap is set before the rank records itself: once the test has
+        # seen every record, a TERM cannot arrive before it.
+        cmd = self.sh_rank('wait', prelude='trap "echo got TERM; exit 9" TERM;')
         proc = subprocess.Popen([PYTHON, MCCLRUN, "-n", "2", "--", *cmd],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
