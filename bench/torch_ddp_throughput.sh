@@ -62,6 +62,11 @@ for v in ${VARIANTS:-}; do
   label=${v%%:*}
   [[ $label != "$v" && $label =~ ^[A-Za-z0-9_.-]+$ ]] ||
     { echo "VARIANTS: expected LABEL:VAR=VALUE[,VAR=VALUE...], got '$v'" >&2; exit 2; }
+  case $label in
+    mccl|gloo|nocomm|baseline)
+      echo "VARIANTS: label '$label' is a run of its own; name the variant otherwise" >&2; exit 2 ;;
+  esac
+  [[ -z ${variant_env[$label]:-} ]] || { echo "VARIANTS: label '$label' given twice" >&2; exit 2; }
   variant_env[$label]=${v#*:}
   runs+=("$label")
 done
