@@ -130,6 +130,8 @@ void rendezvous_guard::check() {
 
 std::string rendezvous_guard::wait_for(const std::string& k, clock::time_point deadline,
                                        const std::string& what) {
+  // Short pauses first: most values come within a few ms of asking.
+  auto pause = std::chrono::milliseconds(1);
   for (;;) {
     if (auto v = store_.try_get(k))
       return *v;
@@ -139,8 +141,22 @@ std::string rendezvous_guard::wait_for(const std::string& k, clock::time_point d
       throw error(errc::rendezvous_failed,
                   "rank " + std::to_string(me_.rank) + " timed out after MCCL_CONNECT_TIMEOUT_MS="
                     + std::to_string(timeout_.count()) + " waiting for " + what + absent_text());
-    std::this_thread::sleep_for(std::min<clock::duration>(std::chrono::milliseconds(50), deadline - now));
+    std::this_thread::sleep_for(std::min<clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
   }
+}
+
+void rendezvous_guard::finish(clock::time_point deadline) {
+  store_.set(key("wired/" + std::to_string(me_.rank)), "1");
+  if (me_.rank != 0 || me_.world <= 1 || !me_.store_goes_with_rank0)
+    return;
+  // Rank 0's store goes when its process exits, which may come soon after
+  // this setup (its first op fails, say): a rank still reading its last
+  // values would then blame rank 0's exit instead of learning what really
+  // happened from its links.
+  for (int r = 1; r < me_.world; ++r)
+    wait_for(key("wired/" + std::to_string(r)), deadline,
+             "rank " + std::to_string(r) + " to finish setting up");
 }
 
 std::vector<int> rendezvous_guard::absent() {
@@ -213,6 +229,8 @@ error rendezvous_guard::explain(const error& e) {
         keep_store_up_for_readers();
         return cause;
       }
+      if (cause.message() == e.message())
+        return e; // the same loss, seen by another read
       return error(e.code(), e.message() + "; meanwhile " + cause.message());
     }
   }

@@ -11,11 +11,13 @@
 ///              both processes.
 ///   failed     the first setup failure of any rank, with its reason;
 ///              the others, waiting for peers, fail at once naming it.
+///   wired/<r>  rank r has read all it needs: rank 0 keeps serving the
+///              store until every rank has said so.
 ///
 /// A store whose server is gone (rank 0 serves it) means rank 0 is gone.
 ///
-/// Blocking: join() and wait_for() wait on the store, bounded by their
-/// deadlines; check() asks the store once.
+/// Blocking: join(), wait_for() and finish() wait on the store, bounded
+/// by their deadlines; check() asks the store once.
 
 #include <mccl/error.hpp>
 #include <mccl/store.hpp>
@@ -60,11 +62,16 @@ public:
   /// returns when neither. Cheap enough to call every few hundred ms.
   void check();
 
-  /// The value of `key`, asking every 50 ms and calling check() in
-  /// between; after `deadline` throws naming `what` and the ranks that
-  /// have not joined.
+  /// The value of `key`, asking at growing pauses (1 ms to 50 ms) and
+  /// calling check() in between; after `deadline` throws naming `what`
+  /// and the ranks that have not joined.
   std::string wait_for(const std::string& key, std::chrono::steady_clock::time_point deadline,
                        const std::string& what);
+
+  /// Called by every rank once its setup reads the store no more: records
+  /// so (wired/<rank>), and on rank 0, whose process serves the store,
+  /// waits until every rank has, bounded by `deadline`.
+  void finish(std::chrono::steady_clock::time_point deadline);
 
   /// Ranks (other than this one) that have not claimed their rank yet;
   /// empty when the store cannot tell.

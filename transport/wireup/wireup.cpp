@@ -172,6 +172,7 @@ wireup_result wire_up(config& cfg, const wireup_options& o) {
     r.board = std::move(s.board);
     r.standby = std::move(s.standby);
     r.rendezvous = rendezvous;
+    guard.finish(setup_deadline);
   } catch (const error& e) {
     // Name the cause (another rank's failure, rank 0's loss, ranks that
     // never came) and tell the others, so they stop waiting at once.
