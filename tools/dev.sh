@@ -15,7 +15,7 @@ set -euo pipefail
 
 # Debian packages a fresh machine needs; extend here, nowhere else.
 REQUIRED_PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake ninja-build pkg-config
   libcaf-dev libboost-dev libisal-dev libibverbs-dev libhwy-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   python3
@@ -118,6 +118,17 @@ or put a virtual environment's python3 first on PATH (python3 -m venv ~/mccl-ven
   fi
 }
 
+# The generator for a tree at $1: the one its cache names (cmake refuses
+# another), else Ninja. Ninja compiles a target's sources while the
+# libraries it links are still being built, where Makefiles wait for them:
+# with 2 vCPUs a fresh Release build took 2 m 58 s instead of 3 m 39 s and
+# the sanitizer build 3 m 01 s instead of 3 m 43 s.
+generator_for() {
+  local cached
+  cached="$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$1/CMakeCache.txt" 2>/dev/null || true)"
+  printf '%s\n' "${cached:-Ninja}"
+}
+
 configure() {
   # A cache without a generated build system means the last configure failed.
   if [[ -f "$BUILD_DIR/CMakeCache.txt" &&
@@ -129,7 +140,8 @@ configure() {
   # headers (CAF, Asio, gtest, torch) are parsed once per batch: a fresh
   # Release build took 4 m 26 s instead of 6 m 42 s on 2 vCPUs. A tree of
   # your own without it (plain cmake) rebuilds less after a one-file edit.
-  cmake -S "$REPO_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON
+  cmake -S "$REPO_ROOT" -B "$BUILD_DIR" -G "$(generator_for "$BUILD_DIR")" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON
 }
 
 build() {
@@ -164,14 +176,14 @@ run_tests() {
   step "every stage passed"
 }
 
-# The unit, actor and in-process tests and a few multi-process ones, built
-# with ASan and UBSan. Conformance (every op x dtype x world) is left out to
-# keep CI short; the multi-process subset covers real sockets and kills.
+# The unit, actor and in-process tests and a few multi-process ones (label
+# "sanitized", tests/multiproc/CMakeLists.txt), built with ASan and UBSan.
+# Conformance (every op x dtype x world) is left out to keep CI short; the
+# multi-process subset covers real sockets and kills.
 SANITIZER_TARGETS=(mccl_unit_tests mccl_actor_tests mccl_integration_tests mccl_ops_tests
                    mccl_caller_driven_tests mccl_op_thread_tests mccl_shrink_tests mccl_fault_injection_tests
                    mccl_compression_tests mccl_actor_traffic_tests mccl_op_actor_supervision_tests
                    mccl_check mccl_recovery mccl_c_api_test)
-SANITIZER_MULTIPROC='^multiproc_(allreduce_w3|ops_w3|barrier_w2|faults|fault_scenarios|security|recovery|status|trace|c_api_w3)$'
 
 sanitizer_tests() {
   [[ "${DEV_SANITIZERS:-1}" == 0 ]] && { step "sanitizers skipped (DEV_SANITIZERS=0)"; return 0; }
@@ -187,7 +199,7 @@ sanitizer_tests() {
     # their 107 files (both measured on 2 busy vCPUs; the CAF-heavy files
     # 1.4-2.3x faster each).
     CC=clang-14 CXX=clang++-14 \
-    cmake -S "$REPO_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS=-O1 \
+    cmake -S "$REPO_ROOT" -B "$dir" -G "$(generator_for "$dir")" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS=-O1 \
       -DMCCL_SANITIZE=address,undefined -DMCCL_BUILD_BENCH=OFF -DMCCL_BUILD_EXAMPLES=OFF \
       -DCMAKE_UNITY_BUILD=ON
   fi
@@ -198,9 +210,8 @@ sanitizer_tests() {
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$REPO_ROOT/tests/sanitizers/ubsan.supp"
   export LSAN_OPTIONS="suppressions=$REPO_ROOT/tests/sanitizers/lsan.supp"
-  ctest --test-dir "$dir" --output-on-failure --timeout 600 -j "$(nproc)" -L 'unit|integration' \
+  ctest --test-dir "$dir" --output-on-failure --timeout 600 -j "$(nproc)" -L 'unit|integration|sanitized' \
         -E 'conformance|NOT_BUILT'
-  ctest --test-dir "$dir" --output-on-failure --timeout 600 -j "$(nproc)" -R "$SANITIZER_MULTIPROC"
   unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
 }
 
@@ -209,11 +220,12 @@ fuzz_tests() {
   [[ "$seconds" == 0 ]] && { step "fuzzing skipped (DEV_FUZZ_SECONDS=0)"; return 0; }
   local dir="$BUILD_DIR-fuzz"
   step "fuzzing: building $dir (clang++-14, libFuzzer)"
-  cmake -S "$REPO_ROOT/tests/fuzz" -B "$dir" -DCMAKE_CXX_COMPILER=clang++-14 \
+  cmake -S "$REPO_ROOT/tests/fuzz" -B "$dir" -G "$(generator_for "$dir")" -DCMAKE_CXX_COMPILER=clang++-14 \
     -DMCCL_FUZZ_SECONDS="$seconds" >/dev/null
   cmake --build "$dir" -j "$(nproc)"
   step "fuzzing: each target for $seconds s"
-  ctest --test-dir "$dir" --output-on-failure
+  # The targets at once, one a core: each still fuzzes for its full time.
+  ctest --test-dir "$dir" --output-on-failure -j "$(nproc)"
 }
 
 main() {
