@@ -26,9 +26,13 @@
 ///     lost connection, exiting with the reason when it cannot or when the
 ///     engine found its peer lost;
 ///   watchdog (one per runtime, watchdog_actor.hpp): the clock of op
-///     deadlines and liveness verdicts.
+///     deadlines and liveness verdicts;
+///   metrics (one per runtime, metrics_actor.hpp): folds the ops its
+///     communicators finished, sent to it in batches, into the process's
+///     metrics.
 
 #include <mccl/error.hpp>
+#include "collectives/observability/metrics_registry.hpp"
 #include "transport/connection.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
@@ -58,6 +62,7 @@ using supervise_atom = caf::atom_constant<caf::atom("supervise")>; // op actors 
 using peer_failed_atom = caf::atom_constant<caf::atom("peerfail")>; // engine -> link
 using revoke_atom = caf::atom_constant<caf::atom("revoke")>;        // communicator -> supervisor
 using members_atom = caf::atom_constant<caf::atom("members")>;      // membership change -> supervisor
+using finished_atom = caf::atom_constant<caf::atom("finished")>;    // metrics feed -> metrics
 
 /// The communicator whose engine an actor serves; actors hold it weakly,
 /// so a finalized communicator is never kept alive by its actors.
@@ -112,8 +117,16 @@ using watchdog_handle = caf::typed_actor<
   caf::reacts_to<tick_atom>,
   caf::reacts_to<shutdown_atom>>;
 
+using finished_batch_ptr = std::shared_ptr<metrics_registry::finished_batch>;
+
+using metrics_handle = caf::typed_actor<
+  /// Finished ops to fold (one batch per metrics_feed::batch_ops ops).
+  caf::reacts_to<finished_atom, finished_batch_ptr>,
+  caf::reacts_to<shutdown_atom>>;
+
 } // namespace mccl::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::errc)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::transport::connection_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::core_ref)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::finished_batch_ptr)

@@ -1,6 +1,7 @@
 #include "actors/runtime_impl.hpp"
 #include "transport/store/tcp_store.hpp"
 
+#include "actors/metrics_actor.hpp"
 #include "actors/watchdog_actor.hpp"
 #include "collectives/extension/registry.hpp"
 #include "config/log.hpp"
@@ -41,6 +42,7 @@ runtime::impl::impl(const config_overrides& o, caf::actor_system* host)
   }
   reactor = std::make_unique<transport::reactor>();
   watchdog = actors::spawn_watchdog_actor(*system);
+  metrics = actors::metrics_feed::start(*system);
 }
 
 runtime::impl::~impl() {
@@ -48,6 +50,7 @@ runtime::impl::~impl() {
   standby.reset(); // served on the reactor, which goes below
   caf::anon_send(watchdog, actors::shutdown_atom::value);
   watchdog = nullptr;
+  metrics->stop(); // folds what it holds: get_metrics() counts it after the runtime is gone
   // Give actors a bounded moment to finish; never wait without a bound.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (owned_system && system->registry().running() > 0

@@ -17,6 +17,9 @@
 namespace mccl {
 
 class tcp_store_server;
+namespace actors {
+class metrics_feed;
+}
 
 struct runtime::impl {
   impl(const config_overrides& overrides, caf::actor_system* host);
@@ -32,6 +35,9 @@ struct runtime::impl {
   transport::buffer_pool pool;
   std::unique_ptr<transport::reactor> reactor;
   actors::watchdog_handle watchdog;
+  /// The metrics actor's feed: every Work of this runtime's communicators
+  /// hands its metrics to it when done.
+  std::shared_ptr<actors::metrics_feed> metrics;
 
   std::mutex comms_mutex;
   std::vector<std::weak_ptr<communicator::impl>> comms;

@@ -1,12 +1,14 @@
 #include "actors/work_state.hpp"
+#include "actors/metrics_actor.hpp"
 #include "collectives/observability/metrics_registry.hpp"
 
 #include <thread>
 
 namespace mccl {
 
-work_state::work_state(std::chrono::milliseconds deadline_hint, std::string op)
-  : bound_(deadline_hint + std::chrono::seconds(10)) {
+work_state::work_state(std::chrono::milliseconds deadline_hint, std::string op,
+                       std::shared_ptr<actors::metrics_feed> metrics)
+  : feed_(std::move(metrics)), bound_(deadline_hint + std::chrono::seconds(10)) {
   metrics_.op = std::move(op);
 }
 
@@ -43,7 +45,7 @@ void work_state::finish(errc code, std::string message, op_report* r) {
       metrics_registry::count_thread_wakeup();
   }
   cv_.notify_all();
-  metrics_registry::record_op(metrics_, code != errc::none);
+  feed_->add(metrics_, code != errc::none);
   for (auto& cb : callbacks)
     cb();
 }

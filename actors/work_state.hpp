@@ -19,11 +19,18 @@
 
 namespace mccl {
 
+namespace actors {
+class metrics_feed;
+}
+
 /// Shared between the caller's handle and the engine that completes it.
 class work_state : public op_completion {
 public:
-  /// `op`: what metrics name the op ("allreduce", a custom collective's name).
-  work_state(std::chrono::milliseconds deadline_hint, std::string op);
+  /// `op`: what metrics name the op ("allreduce", a custom collective's
+  /// name); `metrics`: where its metrics go once it is done (its runtime's
+  /// metrics actor), not null.
+  work_state(std::chrono::milliseconds deadline_hint, std::string op,
+             std::shared_ptr<actors::metrics_feed> metrics);
 
   /// From the engine, once; later calls are ignored.
   void complete(op_report report) override;
@@ -63,6 +70,7 @@ private:
   std::vector<std::function<void()>> callbacks_;
   driver_fn driver_;
   op_metrics metrics_;
+  std::shared_ptr<actors::metrics_feed> feed_;
   std::chrono::milliseconds bound_;
 };
 

@@ -34,6 +34,10 @@ struct link_entry {
 
 struct registry {
   std::mutex mutex;
+  /// Runtimes' feeds of finished ops not folded yet (watch_pending), under
+  /// a lock of their own: folding them takes `mutex`.
+  std::mutex sources_mutex;
+  std::vector<std::weak_ptr<metrics_registry::pending_ops>> sources;
   metrics_summary totals; ///< without percentiles, per-kind data or links
   std::deque<double> latencies_ms;
   std::map<std::string, kind_state> kinds;
@@ -70,14 +74,37 @@ void fill_percentiles(const std::deque<double>& window, double& p50, double& p99
   p99 = percentile(std::move(v), 0.99);
 }
 
-} // namespace
-
-namespace metrics_registry {
-
-void record_op(const op_metrics& m, bool failed) {
+/// Has every live feed fold the ops it holds; drops the expired ones.
+void fold_every_pending() {
   auto& r = global();
-  std::lock_guard<std::mutex> guard{r.mutex};
-  auto& kind = r.kinds[m.op.empty() ? "unknown" : m.op];
+  std::vector<std::shared_ptr<metrics_registry::pending_ops>> live;
+  {
+    std::lock_guard<std::mutex> guard{r.sources_mutex};
+    auto& all = r.sources;
+    all.erase(std::remove_if(all.begin(), all.end(), [](const auto& w) { return w.expired(); }), all.end());
+    for (const auto& w : all)
+      if (auto s = w.lock())
+        live.push_back(std::move(s));
+  }
+  for (const auto& s : live)
+    s->fold_pending();
+}
+
+/// The kind and the algorithm counter of the op folded last: the ops of a
+/// batch are mostly alike, and comparing a name costs less than finding it.
+struct last_seen {
+  const std::string* op = nullptr;
+  kind_state* kind = nullptr;
+  const std::string* algorithm = nullptr;
+  uint64_t* algorithm_count = nullptr;
+};
+
+/// One finished op into the totals; `r.mutex` held.
+void record(registry& r, const op_metrics& m, bool failed, last_seen& last) {
+  if (last.op == nullptr || *last.op != m.op) {
+    last = {&m.op, &r.kinds[m.op.empty() ? "unknown" : m.op], nullptr, nullptr};
+  }
+  auto& kind = *last.kind;
   ++r.totals.total_ops;
   ++kind.totals.ops;
   if (failed) {
@@ -89,7 +116,11 @@ void record_op(const op_metrics& m, bool failed) {
   r.totals.wire_bytes += m.wire_bytes;
   kind.totals.bytes += m.bytes;
   kind.totals.wire_bytes += m.wire_bytes;
-  ++kind.totals.algorithms[m.algorithm.empty() ? "none" : m.algorithm];
+  if (last.algorithm == nullptr || *last.algorithm != m.algorithm) {
+    last.algorithm = &m.algorithm;
+    last.algorithm_count = &kind.totals.algorithms[m.algorithm.empty() ? "none" : m.algorithm];
+  }
+  ++*last.algorithm_count;
   double ms = std::chrono::duration<double, std::milli>(m.duration).count();
   remember(r.latencies_ms, ms);
   remember(kind.latencies_ms, ms);
@@ -97,6 +128,27 @@ void record_op(const op_metrics& m, bool failed) {
     double gbps = static_cast<double>(m.bytes) * 8.0 / static_cast<double>(m.duration.count());
     r.totals.peak_throughput_gbps = std::max(r.totals.peak_throughput_gbps, gbps);
   }
+}
+
+} // namespace
+
+namespace metrics_registry {
+
+void fold(finished_batch& batch) {
+  auto& r = global();
+  std::lock_guard<std::mutex> guard{r.mutex};
+  if (batch.folded.load(std::memory_order_relaxed))
+    return;
+  batch.folded.store(true, std::memory_order_release);
+  last_seen last;
+  for (const auto& op : batch.ops)
+    record(r, op.metrics, op.failed, last);
+}
+
+void watch_pending(std::weak_ptr<pending_ops> source) {
+  auto& r = global();
+  std::lock_guard<std::mutex> guard{r.sources_mutex};
+  r.sources.push_back(std::move(source));
 }
 
 std::shared_ptr<transport::link_counters> register_link(uint32_t comm_id, int rank, int peer) {
@@ -126,6 +178,7 @@ void count_thread_wakeup() noexcept {
 } // namespace metrics_registry
 
 metrics_summary get_metrics() {
+  fold_every_pending();
   auto& r = global();
   metrics_summary s;
   std::deque<double> all;
@@ -164,6 +217,7 @@ actor_traffic get_actor_traffic() {
 }
 
 void reset_metrics() {
+  fold_every_pending(); // ops finished before the reset are not counted after it
   auto& r = global();
   std::lock_guard<std::mutex> guard{r.mutex};
   r.totals = metrics_summary{};

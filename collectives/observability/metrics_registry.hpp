@@ -6,12 +6,42 @@
 #include <mccl/work.hpp>
 #include "transport/link_counters.hpp"
 
+#include <atomic>
 #include <memory>
+#include <vector>
 
 namespace mccl::metrics_registry {
 
-/// A finished op (its Work's metrics; failed ops count as errors).
-void record_op(const op_metrics& m, bool failed);
+/// A finished op: its Work's metrics; a failed op counts as an error.
+struct finished_op {
+  op_metrics metrics;
+  bool failed = false;
+};
+
+/// Finished ops handed over together: a runtime's metrics actor folds them
+/// (actors/metrics_actor.hpp), off the ops' own threads.
+struct finished_batch {
+  std::vector<finished_op> ops;
+  std::atomic<bool> folded{false}; ///< set under the registry's lock, once
+};
+
+/// Folds `batch` into the process's metrics unless that was done already:
+/// the metrics actor's job, and get_metrics()'s for a batch still on its
+/// way to it. One lock for the whole batch.
+void fold(finished_batch& batch);
+
+/// Holds finished ops that are not folded yet (a runtime's metrics feed).
+/// get_metrics() and reset_metrics() have every live one fold what it
+/// holds first, so that they count every op finished before the call.
+class pending_ops {
+public:
+  virtual ~pending_ops() = default;
+  /// Folds what is held now; any thread; never waits for an actor.
+  virtual void fold_pending() = 0;
+};
+
+/// Registers `source` until it expires.
+void watch_pending(std::weak_ptr<pending_ops> source);
 
 /// Counters for a new link, kept in the summary until reset_metrics()
 /// after the link is gone.

@@ -40,6 +40,7 @@
 #include "actors/comm_core.hpp"
 #include "actors/messages.hpp"
 #include "actors/watchdog_actor.hpp"
+#include "actors/metrics_actor.hpp"
 #include "actors/work_state.hpp"
 #include "transport/buffer_pool.hpp"
 #include "collectives/engine/op.hpp"
@@ -273,8 +274,9 @@ public:
   /// communicator::impl::submit does); the op starts at the next settle().
   work_ptr submit(int rank, op_request req) {
     auto op = std::make_shared<issued_op>(std::move(req));
-    auto w = std::make_shared<work_state>(cfg_.timeout, op->kind == op_kind::custom ? op->name
-                                                                                   : to_string(op->kind));
+    auto w = std::make_shared<work_state>(cfg_.timeout,
+                                          op->kind == op_kind::custom ? op->name : to_string(op->kind),
+                                          metrics_);
     core(rank).submit(std::move(op), w);
     return w;
   }
@@ -464,6 +466,7 @@ public:
     }
     for (auto& w : watchdogs_)
       caf::anon_send(w, actors::shutdown_atom::value);
+    metrics_->stop();
     sched_.run(max_messages_per_settle);
     cores_.clear();
     watchdogs_.clear();
@@ -477,6 +480,8 @@ private:
   int world_;
   config cfg_;
   std::vector<actors::watchdog_handle> watchdogs_;
+  /// The simulated ranks' runtime's metrics actor (one process here).
+  std::shared_ptr<actors::metrics_feed> metrics_ = actors::metrics_feed::start(sys_);
   std::vector<std::shared_ptr<actors::comm_core>> cores_;
   std::shared_ptr<std::mt19937_64> actor_rng_;
   std::size_t deliveries_ = 0;

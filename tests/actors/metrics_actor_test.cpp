@@ -1,0 +1,117 @@
+// The metrics actor (actors/metrics_actor.hpp) under a real actor system
+// with CAF's workers: full batches are folded by the actor without anyone
+// asking; get_metrics() counts every op handed over before it, folded or
+// not; every op is counted exactly once while the actor and readers fold
+// side by side; after stop() nothing is lost.
+
+#include "actors/metrics_actor.hpp"
+
+#include <mccl/metrics.hpp>
+
+#include <caf/actor_system_config.hpp>
+#include <caf/all.hpp>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+using mccl::actors::metrics_feed;
+
+namespace {
+
+mccl::op_metrics metrics() {
+  mccl::op_metrics m;
+  m.op = "metrics_actor_test";
+  m.algorithm = "test";
+  m.bytes = 4;
+  m.duration = std::chrono::microseconds(10);
+  return m;
+}
+
+uint64_t counted() {
+  auto m = mccl::get_metrics();
+  auto i = m.ops.find("metrics_actor_test");
+  return i == m.ops.end() ? 0 : i->second.ops;
+}
+
+/// Waits (at most 10 s) until `feed` holds nothing the actor has not folded.
+bool drained_by_actor(const metrics_feed& feed, std::size_t left) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (feed.held() > left) {
+    if (std::chrono::steady_clock::now() > until)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+class MetricsActor : public ::testing::Test {
+protected:
+  void SetUp() override { mccl::reset_metrics(); }
+  caf::actor_system_config cfg_;
+  caf::actor_system sys_{cfg_};
+};
+
+TEST_F(MetricsActor, FullBatchesAreFoldedByTheActorAlone) {
+  auto feed = metrics_feed::start(sys_);
+  for (std::size_t i = 0; i < 2 * metrics_feed::batch_ops + 3; ++i)
+    feed->add(metrics(), false);
+  // Nobody reads: only the actor can fold the two full batches. The 3 ops
+  // of the batch being filled wait for a reader.
+  EXPECT_TRUE(drained_by_actor(*feed, 3)) << feed->held() << " ops held";
+  EXPECT_EQ(feed->held(), 3u);
+  EXPECT_EQ(counted(), 2 * metrics_feed::batch_ops + 3); // the reader folds the 3
+  EXPECT_EQ(feed->held(), 0u);
+  feed->stop();
+}
+
+TEST_F(MetricsActor, ReadersCountEveryOpHandedOverBeforeThem) {
+  auto feed = metrics_feed::start(sys_);
+  feed->add(metrics(), false);
+  feed->add(metrics(), true);
+  auto m = mccl::get_metrics();
+  EXPECT_EQ(m.ops["metrics_actor_test"].ops, 2u);
+  EXPECT_EQ(m.ops["metrics_actor_test"].errors, 1u);
+  feed->add(metrics(), false);
+  mccl::reset_metrics(); // counts the op before resetting: none after it
+  EXPECT_EQ(counted(), 0u);
+  feed->stop();
+}
+
+TEST_F(MetricsActor, EveryOpIsCountedOnceWhileActorAndReadersFold) {
+  auto feed = metrics_feed::start(sys_);
+  constexpr int threads = 3;
+  constexpr int per_thread = 5000;
+  std::atomic<bool> adding{true};
+  std::thread reader([&] {
+    while (adding.load())
+      (void)mccl::get_metrics();
+  });
+  std::vector<std::thread> adders;
+  for (int t = 0; t < threads; ++t)
+    adders.emplace_back([&] {
+      for (int i = 0; i < per_thread; ++i)
+        feed->add(metrics(), false);
+    });
+  for (auto& t : adders)
+    t.join();
+  adding = false;
+  reader.join();
+  EXPECT_EQ(counted(), static_cast<uint64_t>(threads * per_thread));
+  feed->stop();
+}
+
+TEST_F(MetricsActor, OpsAfterStopAreStillCounted) {
+  auto feed = metrics_feed::start(sys_);
+  for (std::size_t i = 0; i < metrics_feed::batch_ops + 1; ++i)
+    feed->add(metrics(), false);
+  feed->stop(); // folds all it holds; the actor ends
+  EXPECT_EQ(feed->held(), 0u);
+  for (std::size_t i = 0; i < metrics_feed::batch_ops + 1; ++i)
+    feed->add(metrics(), false); // no actor any more: a reader folds them
+  EXPECT_EQ(counted(), 2 * (metrics_feed::batch_ops + 1));
+}
+
+} // namespace
