@@ -53,25 +53,25 @@ op_handle::behavior_type op_behavior(op_handle::stateful_pointer<op_state> self,
     return caf::make_error(caf::sec::runtime_error, "op actor: " + what);
   });
   return {
-    [=](start_atom, op_binding& b) {
-      in_handler running{*slot};
-      self->state.op = b.op;
-      b.op->start_op(b.early);
-    },
-    [=](chunk_atom, transport::received_frame& f) {
+    [=](transport::received_frame& f) {
       in_handler running{*slot};
       if (auto* op = self->state.op)
         op->deliver(f);
     },
-    [=](sent_atom, int peer, uint32_t step, uint32_t chunk) {
+    [=](op_binding& b) {
       in_handler running{*slot};
-      if (auto* op = self->state.op)
-        op->frame_sent(peer, step, chunk);
+      self->state.op = b.op;
+      b.op->start_op(b.early);
     },
-    [=](fail_atom, errc code, const std::string& why) {
+    [=](const frame_left& f) {
       in_handler running{*slot};
       if (auto* op = self->state.op)
-        op->fail(code, why);
+        op->frame_sent(f.peer, f.step, f.chunk);
+    },
+    [=](const op_failure& f) {
+      in_handler running{*slot};
+      if (auto* op = self->state.op)
+        op->fail(f.code, f.why);
     },
   };
 }
@@ -96,7 +96,7 @@ public:
   }
 
   void start(std::vector<transport::received_frame> early) override {
-    send(start_atom::value, op_binding{&op_, std::move(early)});
+    send(op_binding{&op_, std::move(early)});
   }
   // An event the op's own handler raises for the op (a small frame it sends
   // is copied by the channel and so reported sent at once; a send to a
@@ -109,17 +109,17 @@ public:
   void chunk(transport::received_frame& f) override {
     if (slot_->running)
       return op_.deliver(f);
-    send(chunk_atom::value, std::move(f));
+    send(std::move(f));
   }
   void sent(int peer, uint32_t step, uint32_t chunk) override {
     if (slot_->running)
       return op_.frame_sent(peer, step, chunk);
-    send(sent_atom::value, peer, step, chunk);
+    send(frame_left{peer, step, chunk});
   }
   void fail(errc code, const std::string& why) override {
     if (slot_->running)
       return op_.fail(code, why);
-    send(fail_atom::value, code, why);
+    send(op_failure{code, why});
   }
 
 private:

@@ -34,7 +34,6 @@
 #include <mccl/error.hpp>
 
 #include <caf/allowed_unsafe_message_type.hpp>
-#include <caf/atom.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
@@ -45,26 +44,39 @@
 
 namespace mccl::actors {
 
-using start_atom = caf::atom_constant<caf::atom("start")>; // engine -> op: begin
-using chunk_atom = caf::atom_constant<caf::atom("chunk")>; // engine -> op: a frame arrived
-using sent_atom = caf::atom_constant<caf::atom("sent")>;   // engine -> op: a frame left
-using fail_atom = caf::atom_constant<caf::atom("fail")>;   // engine -> op: end with an error
+// The messages an op actor takes, from the engine. Each is one value of a
+// type of its own, which names it: no atom before it, so CAF's match of a
+// message to a handler is one type check (an atom is a second element,
+// compared by value as well).
 
-/// The op an actor hosts from a start message on, and the chunks that
-/// came for it before it started.
+/// Start: the op an actor hosts from now on, and the chunks that came for
+/// it before it started.
 struct op_binding {
   op_session* op = nullptr;
   std::vector<transport::received_frame> early;
 };
 
+/// A frame of the op (peer, step, chunk) has fully left the op's memory.
+struct frame_left {
+  int peer = 0;
+  uint32_t step = 0;
+  uint32_t chunk = 0;
+};
+
+/// End the op with an error.
+struct op_failure {
+  errc code = errc::none;
+  std::string why;
+};
+
 using op_handle = caf::typed_actor<
-  caf::reacts_to<start_atom, op_binding>,
   /// A chunk of the op's from `frame.peer`: its header names the
-  /// communicator, sequence, step and chunk; its payload is a view.
-  caf::reacts_to<chunk_atom, transport::received_frame>,
-  /// The frame (peer, step, chunk) has fully left the op's memory.
-  caf::reacts_to<sent_atom, int, uint32_t, uint32_t>,
-  caf::reacts_to<fail_atom, errc, std::string>>;
+  /// communicator, sequence, step and chunk; its payload is a view. The
+  /// most frequent message, so the first handler tried.
+  caf::reacts_to<transport::received_frame>,
+  caf::reacts_to<op_binding>,
+  caf::reacts_to<frame_left>,
+  caf::reacts_to<op_failure>>;
 
 /// What an op actor's handlers tell its pool of it (driving thread only).
 struct op_slot {
@@ -114,4 +126,6 @@ private:
 } // namespace mccl::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::op_binding)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::frame_left)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::op_failure)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::transport::received_frame)
