@@ -129,7 +129,7 @@ void rendezvous_guard::check() {
 }
 
 std::string rendezvous_guard::wait_for(const std::string& k, clock::time_point deadline,
-                                       const std::string& what) {
+                                       const std::string& what, std::chrono::milliseconds max_pause) {
   // Short pauses first: most values come within a few ms of asking.
   auto pause = std::chrono::milliseconds(1);
   for (;;) {
@@ -142,7 +142,7 @@ std::string rendezvous_guard::wait_for(const std::string& k, clock::time_point d
                   "rank " + std::to_string(me_.rank) + " timed out after MCCL_CONNECT_TIMEOUT_MS="
                     + std::to_string(timeout_.count()) + " waiting for " + what + absent_text());
     std::this_thread::sleep_for(std::min<clock::duration>(pause, deadline - now));
-    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    pause = std::min(pause * 2, max_pause);
   }
 }
 
@@ -153,10 +153,11 @@ void rendezvous_guard::finish(clock::time_point deadline) {
   // Rank 0's store goes when its process exits, which may come soon after
   // this setup (its first op fails, say): a rank still reading its last
   // values would then blame rank 0's exit instead of learning what really
-  // happened from its links.
+  // happened from its links. The others are at their last reads: ask
+  // often, so that rank 0 is not the last to leave setup by a long pause.
   for (int r = 1; r < me_.world; ++r)
-    wait_for(key("wired/" + std::to_string(r)), deadline,
-             "rank " + std::to_string(r) + " to finish setting up");
+    wait_for(key("wired/" + std::to_string(r)), deadline, "rank " + std::to_string(r) + " to finish setting up",
+             std::chrono::milliseconds(2));
 }
 
 std::vector<int> rendezvous_guard::absent() {

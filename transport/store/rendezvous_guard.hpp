@@ -62,11 +62,12 @@ public:
   /// returns when neither. Cheap enough to call every few hundred ms.
   void check();
 
-  /// The value of `key`, asking at growing pauses (1 ms to 50 ms) and
-  /// calling check() in between; after `deadline` throws naming `what`
-  /// and the ranks that have not joined.
+  /// The value of `key`, asking at growing pauses (1 ms to `max_pause`)
+  /// and calling check() in between; after `deadline` throws naming
+  /// `what` and the ranks that have not joined.
   std::string wait_for(const std::string& key, std::chrono::steady_clock::time_point deadline,
-                       const std::string& what);
+                       const std::string& what,
+                       std::chrono::milliseconds max_pause = std::chrono::milliseconds(50));
 
   /// Called by every rank once its setup reads the store no more: records
   /// so (wired/<rank>), and on rank 0, whose process serves the store,
