@@ -37,6 +37,7 @@ metrics_feed::~metrics_feed() { stop(); }
 
 void metrics_feed::add(const op_metrics& metrics, bool failed) {
   finished_batch_ptr full;
+  metrics_handle actor; // stop() may take actor_ away once the lock is released
   {
     std::lock_guard<std::mutex> guard{mutex_};
     filling_->ops.push_back({metrics, failed});
@@ -47,8 +48,9 @@ void metrics_feed::add(const op_metrics& metrics, bool failed) {
     while (!sent_.empty() && sent_.front()->folded.load(std::memory_order_acquire))
       sent_.pop_front();
     sent_.push_back(full);
+    actor = actor_;
   }
-  caf::anon_send(actor_, finished_atom::value, std::move(full));
+  caf::anon_send(actor, finished_atom::value, std::move(full));
 }
 
 void metrics_feed::fold_pending() {
