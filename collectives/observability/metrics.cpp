@@ -74,15 +74,20 @@ void fill_percentiles(const std::deque<double>& window, double& p50, double& p99
   p99 = percentile(std::move(v), 0.99);
 }
 
+/// Drops the feeds that are gone (their runtimes ended); `r.sources_mutex` held.
+void drop_expired_sources(registry& r) {
+  auto& all = r.sources;
+  all.erase(std::remove_if(all.begin(), all.end(), [](const auto& w) { return w.expired(); }), all.end());
+}
+
 /// Has every live feed fold the ops it holds; drops the expired ones.
 void fold_every_pending() {
   auto& r = global();
   std::vector<std::shared_ptr<metrics_registry::pending_ops>> live;
   {
     std::lock_guard<std::mutex> guard{r.sources_mutex};
-    auto& all = r.sources;
-    all.erase(std::remove_if(all.begin(), all.end(), [](const auto& w) { return w.expired(); }), all.end());
-    for (const auto& w : all)
+    drop_expired_sources(r);
+    for (const auto& w : r.sources)
       if (auto s = w.lock())
         live.push_back(std::move(s));
   }
@@ -148,6 +153,7 @@ void fold(finished_batch& batch) {
 void watch_pending(std::weak_ptr<pending_ops> source) {
   auto& r = global();
   std::lock_guard<std::mutex> guard{r.sources_mutex};
+  drop_expired_sources(r); // a program that makes runtime after runtime keeps only the live ones
   r.sources.push_back(std::move(source));
 }
 
