@@ -122,11 +122,20 @@ or put a virtual environment's python3 first on PATH (python3 -m venv ~/mccl-ven
 # another), else Ninja. Ninja compiles a target's sources while the
 # libraries it links are still being built, where Makefiles wait for them:
 # with 2 vCPUs a fresh Release build took 2 m 58 s instead of 3 m 39 s and
-# the sanitizer build 3 m 01 s instead of 3 m 43 s.
+# the sanitizer build 3 m 01 s instead of 3 m 43 s. Without ninja on PATH
+# (a system that is not Debian, where the package check only warns),
+# Makefiles, and it says so.
 generator_for() {
   local cached
   cached="$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$1/CMakeCache.txt" 2>/dev/null || true)"
-  printf '%s\n' "${cached:-Ninja}"
+  if [[ -n "$cached" ]]; then
+    printf '%s\n' "$cached"
+  elif command -v ninja >/dev/null 2>&1; then
+    printf 'Ninja\n'
+  else
+    printf 'dev.sh: ninja not found; configuring %s with Unix Makefiles (slower from scratch)\n' "$1" >&2
+    printf 'Unix Makefiles\n'
+  fi
 }
 
 configure() {
