@@ -1,10 +1,13 @@
 // How much memory bandwidth N processes get when each copies at once, as
 // N ranks of one host do in a large collective: every process copies a
-// 64 MiB buffer into another for 2 s; prints the rate of bytes moved (read
-// plus written), in all and per process. Standalone:
+// buffer (64 MiB unless BYTES says otherwise) into another for 2 s; prints
+// the rate of bytes moved (read plus written), in all and per process.
+// mccl-sim's model of the host board takes its --host-memory curve from
+// these figures. Standalone:
 //
 //   g++ -O2 -o /tmp/memory_bandwidth bench/memory_bandwidth.cpp
 //   for n in 1 2 4 8 16; do /tmp/memory_bandwidth $n; done
+//   /tmp/memory_bandwidth 16 1048576       # 1 MiB buffers: what the caches hold
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,8 +19,9 @@
 
 int main(int argc, char** argv) {
   int n = argc > 1 ? std::atoi(argv[1]) : 0;
-  if (n < 1) {
-    std::fprintf(stderr, "usage: memory_bandwidth PROCESSES\n");
+  long bytes = argc > 2 ? std::atol(argv[2]) : 64L << 20;
+  if (n < 1 || bytes < 4096) {
+    std::fprintf(stderr, "usage: memory_bandwidth PROCESSES [BYTES (at least 4096; default 64 MiB)]\n");
     return 2;
   }
   int results[2];
@@ -25,7 +29,7 @@ int main(int argc, char** argv) {
     return 1;
   for (int i = 0; i < n; ++i)
     if (::fork() == 0) {
-      std::vector<char> from(64 << 20, 1), to(64 << 20, 2);
+      std::vector<char> from(static_cast<std::size_t>(bytes), 1), to(static_cast<std::size_t>(bytes), 2);
       auto start = std::chrono::steady_clock::now();
       double moved = 0;
       while (std::chrono::steady_clock::now() - start < std::chrono::seconds(2)) {
@@ -44,7 +48,7 @@ int main(int argc, char** argv) {
   }
   while (::wait(nullptr) > 0) {
   }
-  std::printf("%d process(es): %.1f GB/s moved (read + written), %.1f per process\n", n, total / 1e9,
-              total / n / 1e9);
+  std::printf("%d process(es), %ld-byte buffers: %.1f GB/s moved (read + written), %.1f per process\n", n, bytes,
+              total / 1e9, total / n / 1e9);
   return 0;
 }

@@ -50,6 +50,7 @@ SKIP = [
     (r"scaling_rounds|scaling_table|device_bundle|build_torch_ext|BUNDLE=|bench/latency_16|bench/busbw_16|single_copy|device_rounds|device_table|broadcast_rounds",
      "a benchmark round for the 16-core machine"),
     (r"sim_table\.py|mccl-sim --ranks (256|1024)|/usr/bin/time", "a large simulation: minutes and gigabytes"),
+    (r"bench/host_memory\.sh", "measures the memory of the machine it runs on: half a minute with all its cores busy"),
     (r"sweeps/medians\.py", "reads the raw sweep outputs, which live in the history"),
     (r"^build/bench/mccl-reduce-bench", "a benchmark: minutes"),
     (r"^cat /tmp/", "reads what the command before it wrote"),

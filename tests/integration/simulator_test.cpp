@@ -96,9 +96,11 @@ TEST(Simulator, RanksPerHostShareTheNic) {
   EXPECT_NEAR(r.seconds / r.predicted.seconds, 1.0, 0.1) << r.predicted.formula;
 }
 
-// Ranks of one host share its memory: 64 ranks take about twice as long as
-// 32 for a 64 MiB allreduce, as on the lent 64-core machine, and the
-// model's bus term says so; without the bus they would take the same time.
+// Ranks of one host share its memory: a 64 MiB allreduce on 64 ranks
+// sends twice the bytes of 32, through a bus that by default is a quarter
+// of the memory rate the curve gives for that many ranks (board_model.hpp),
+// so it takes 2 * rate(32) / rate(64) as long, and the model's bus term
+// says so; without the bus they would take the same time.
 TEST(Simulator, RanksOfOneHostShareItsMemory) {
   auto time_of = [](int ranks, double bus) {
     auto o = options(ranks, op_kind::allreduce, "rabenseifner", 64u << 20);
@@ -110,9 +112,10 @@ TEST(Simulator, RanksOfOneHostShareItsMemory) {
     EXPECT_NEAR(r.seconds / r.predicted.seconds, 1.0, 0.1) << r.predicted.formula;
     return r.seconds;
   };
-  double bus = run_options{}.host_bus_bytes_per_s;
-  ASSERT_GT(bus, 0);
-  EXPECT_NEAR(time_of(64, bus) / time_of(32, bus), 2.0, 0.1);
+  auto curve = sim::measured_host_memory();
+  ASSERT_LT(curve.rate(32), curve.rate(64)) << "the measured curve grows up to 64 ranks";
+  EXPECT_NEAR(time_of(64, -1) / time_of(32, -1), 2 * curve.rate(32) / curve.rate(64), 0.1);
+  EXPECT_NEAR(time_of(64, 40e9) / time_of(32, 40e9), 2.0, 0.1) << "a fixed bus";
   EXPECT_NEAR(time_of(64, 0) / time_of(32, 0), 1.0, 0.1);
 }
 
@@ -126,8 +129,9 @@ TEST(Simulator, TheTableChoosesForTheFullSize) {
 }
 
 // With every rank on one host a job runs these ops on the host board,
-// which mccl-sim does not simulate: it says so, and says nothing where a
-// job too takes the engine's algorithm.
+// whose code mccl-sim does not run: it says so and models the board's time
+// beside the engine's run, and says nothing where a job too takes the
+// engine's algorithm.
 TEST(Simulator, SaysWhereAJobWouldTakeTheHostBoardInstead) {
   auto on_hosts_of = [](int ranks_per_host, op_kind op, std::size_t bytes) {
     auto o = options(8, op, "", bytes);
@@ -139,9 +143,15 @@ TEST(Simulator, SaysWhereAJobWouldTakeTheHostBoardInstead) {
   auto large = on_hosts_of(8, op_kind::allreduce, 64u << 20);
   EXPECT_EQ(large.runtime_algorithm, "board_rs");
   EXPECT_NE(large.algorithm, "board_rs") << "the simulated run is the engine's";
+  ASSERT_TRUE(large.board.has_value());
+  EXPECT_EQ(large.board->algorithm, "board_rs");
+  EXPECT_EQ(large.board->board_ops, 65u) << "64 pieces of a 1 MiB stage bank, plus one";
+  EXPECT_GT(large.board->seconds, 0);
   EXPECT_EQ(on_hosts_of(8, op_kind::broadcast, 1u << 20).runtime_algorithm, "board_stage");
   EXPECT_EQ(on_hosts_of(8, op_kind::allreduce, 64).runtime_algorithm, "board");
-  EXPECT_EQ(on_hosts_of(4, op_kind::allreduce, 64u << 20).runtime_algorithm, "") << "two hosts: the links";
+  auto two_hosts = on_hosts_of(4, op_kind::allreduce, 64u << 20);
+  EXPECT_EQ(two_hosts.runtime_algorithm, "") << "two hosts: the links";
+  EXPECT_FALSE(two_hosts.board.has_value());
   auto named = options(8, op_kind::allreduce, "ring", 64u << 20);
   named.ranks_per_host = 8;
   EXPECT_EQ(sim::run(named).runtime_algorithm, "") << "an engine algorithm named: a job runs it too";

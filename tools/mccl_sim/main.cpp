@@ -24,13 +24,18 @@ namespace {
 const char* usage =
   "usage: mccl-sim --ranks N [--ranks-per-host K] --op OP [--algo A] --bytes B\n"
   "                [--alpha-us A] [--beta-gbps G] [--host-alpha-us A] [--host-gbps G] [--host-bus-gbps G]\n"
+  "                [--host-memory CURVE] [--host-cache CURVE] [--board-round-us U]\n"
   "                [--max-rank-bytes B] [--kill R[,R...] [--kill-at S[,S...]] [--shrink [--grow K]]]\n"
   "                [--json FILE|-]\n"
   "  OP: allreduce, broadcast, reduce, allgather, reduce_scatter; B: bytes of the op's largest\n"
   "  buffer (64M, 1G, ...); A: the algorithm (default: the table's choice for B and N).\n"
   "  Between hosts: --alpha-us (10) and --beta-gbps (10 Gbit/s); within a host: --host-alpha-us (1)\n"
-  "  and --host-gbps (80) per rank, and --host-bus-gbps (320), the host's memory that all its ranks\n"
-  "  share (0: unlimited). --kill: those ranks die at --kill-at virtual seconds (one time for all, or\n"
+  "  and --host-gbps (80) per rank, and --host-bus-gbps, the host's memory that all its links share\n"
+  "  (default: a quarter of --host-memory's rate for K ranks; 0: unlimited). --host-memory and\n"
+  "  --host-cache: RANKS:GB/s,... that many ranks copying at once move through the host's memory and\n"
+  "  its shared cache (bench/memory_bandwidth.cpp; default: the lent 64-core machine's); with every rank\n"
+  "  on one host mccl-sim models the host board a job would take, each flag round --board-round-us\n"
+  "  (0.33) per rank. --kill: those ranks die at --kill-at virtual seconds (one time for all, or\n"
   "  one per rank; default: a quarter of the op's time without the fault); --shrink: the survivors\n"
   "  then run the op again; --grow K: then K newcomers join after them, rank 0 broadcasts the state\n"
   "  to them, and the op runs again.\n"
@@ -110,7 +115,9 @@ nlohmann::json to_json(const mccl::sim::run_options& o, const mccl::sim::run_res
                       {"bytes_per_s", o.net.bytes_per_s},
                       {"host_alpha_s", o.host.alpha},
                       {"host_bytes_per_s", o.host.bytes_per_s},
-                      {"host_bus_bytes_per_s", o.host_bus_bytes_per_s},
+                      {"host_bus_bytes_per_s", mccl::sim::host_bus_of(o)},
+                      {"host_memory_gbps", o.board.memory.to_string()},
+                      {"host_cache_gbps", o.board.cache.to_string()},
                       {"simulated_s", r.seconds},
                       {"predicted_s", r.predicted.known ? nlohmann::json(r.predicted.seconds) : nlohmann::json()},
                       {"formula", r.predicted.formula},
@@ -121,6 +128,13 @@ nlohmann::json to_json(const mccl::sim::run_options& o, const mccl::sim::run_res
                       {"mismatches", r.mismatches},
                       {"failed_ranks", failed},
                       {"wall_s", r.wall_seconds}};
+  if (r.board)
+    j["board"] = {{"algorithm", r.board->algorithm},
+                  {"modelled_s", r.board->seconds},
+                  {"board_ops", r.board->board_ops},
+                  {"memory_bytes", r.board->memory_bytes},
+                  {"cache_bytes", r.board->cache_bytes},
+                  {"round_s_per_rank", o.board.round_s_per_rank}};
   if (!o.kills.empty()) {
     nlohmann::json kills = nlohmann::json::array();
     for (const auto& k : o.kills)
@@ -158,10 +172,14 @@ std::string deaths(const mccl::sim::run_options& o) {
 void print(const mccl::sim::run_options& o, const mccl::sim::run_result& r, const char* indent = "") {
   std::printf("%smccl-sim: %s of %zu bytes on %d ranks (%d per host), algorithm %s\n", indent,
               mccl::to_string(o.op), o.bytes, o.ranks, o.ranks_per_host, r.algorithm.c_str());
-  if (!r.runtime_algorithm.empty())
-    std::printf("%s  not what a job runs: on one host a job with the default settings takes the host board (%s),\n"
-                "%s  which mccl-sim does not simulate; it runs %s with MCCL_SHM_BOARD_BYTES=0 or MCCL_TRANSPORT=tcp\n",
-                indent, r.runtime_algorithm.c_str(), indent, r.algorithm.c_str());
+  if (r.board)
+    std::printf("%s  on one host a job with the default settings takes the host board (%s): modelled %s\n"
+                "%s    (%llu board ops; %.3g GB through the host's memory, %.3g GB from its cache; the model's\n"
+                "%s    schedule, not the board's code). Below: the engine's %s, which a job runs with\n"
+                "%s    MCCL_SHM_BOARD_BYTES=0 or MCCL_TRANSPORT=tcp\n",
+                indent, r.board->algorithm.c_str(), ms(r.board->seconds).c_str(), indent,
+                static_cast<unsigned long long>(r.board->board_ops), r.board->memory_bytes / 1e9,
+                r.board->cache_bytes / 1e9, indent, r.algorithm.c_str(), indent);
   std::printf("%s  moved %zu float32 per rank; each payload byte counts %.6g times\n", indent, r.count, r.scale);
   std::printf("%s  simulated %s", indent, ms(r.seconds).c_str());
   if (r.predicted.known)
@@ -280,6 +298,14 @@ int main(int argc, char** argv) {
       o.host.bytes_per_s = number(a, argv[++i]) * 1e9 / 8;
     } else if (a == "--host-bus-gbps") {
       o.host_bus_bytes_per_s = number(a, argv[++i]) * 1e9 / 8;
+    } else if (a == "--host-memory" || a == "--host-cache") {
+      try {
+        (a == "--host-memory" ? o.board.memory : o.board.cache) = mccl::sim::memory_curve::parse(a, argv[++i]);
+      } catch (const std::exception& e) {
+        bad(e.what());
+      }
+    } else if (a == "--board-round-us") {
+      o.board.round_s_per_rank = number(a, argv[++i]) * 1e-6;
     } else if (a == "--max-rank-bytes") {
       o.max_rank_bytes = byte_size(a, argv[++i]);
     } else if (a == "--kill") {

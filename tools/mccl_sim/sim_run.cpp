@@ -124,7 +124,7 @@ public:
     no.ranks_per_host = o.ranks_per_host;
     no.net = o.net;
     no.host = o.host;
-    no.host_bus_bytes_per_s = o.host_bus_bytes_per_s;
+    no.host_bus_bytes_per_s = host_bus_of(o);
     no.payload_scale = scale;
     net_ = std::make_unique<transport::timed_network>(no);
 
@@ -489,13 +489,20 @@ op_kind parse_op(const std::string& name) {
                               + "': one of allreduce, broadcast, reduce, allgather, reduce_scatter");
 }
 
+double host_bus_of(const run_options& o) {
+  if (o.host_bus_bytes_per_s >= 0)
+    return o.host_bus_bytes_per_s;
+  return o.board.memory.rate(o.ranks_per_host) / 4;
+}
+
 cost_params model_of(const run_options& o) {
   cost_params c;
   c.alpha = o.net.alpha;
   c.beta = 1.0 / o.net.bytes_per_s;
   c.host_alpha = o.host.alpha;
   c.host_beta = 1.0 / o.host.bytes_per_s;
-  c.host_bus_beta = o.host_bus_bytes_per_s > 0 ? 1.0 / o.host_bus_bytes_per_s : 0;
+  auto bus = host_bus_of(o);
+  c.host_bus_beta = bus > 0 ? 1.0 / bus : 0;
   c.ranks_per_host = o.ranks_per_host;
   // The chunk the engine uses, at full size.
   auto cfg = resolve_config({}, {});
@@ -506,15 +513,8 @@ cost_params model_of(const run_options& o) {
 
 namespace {
 
-/// The host board's algorithm a job of `o` with the default settings
-/// would run the op with, as comm_core chooses it; "" where it too would
-/// take the engine's.
-std::string runtime_board_algorithm(const run_options& o) {
-  if (o.ranks < 2 || o.ranks_per_host < o.ranks)
-    return {};
-  auto cfg = resolve_config({}, {}); // the defaults, as the simulated engines have
-  // A board's banks are at most MCCL_INLINE_BYTES (transport/wireup/transport_table.cpp).
-  auto board_bytes = std::min(cfg.shm_board_bytes, cfg.inline_bytes);
+/// The op of `o` at its full size, float32 sum, as every rank issues it.
+op_request full_size_op(const run_options& o) {
   op_request op;
   op.kind = o.op;
   op.type = dtype::float32;
@@ -522,7 +522,25 @@ std::string runtime_board_algorithm(const run_options& o) {
   auto elements = elements_of_largest(o);
   bool blocks = o.op == op_kind::allgather || o.op == op_kind::reduce_scatter;
   op.count = blocks ? elements / static_cast<std::size_t>(o.ranks) : elements;
-  return board_algorithm(op, o.ranks, board_bytes, cfg.shm_stage_bytes, o.algorithm);
+  return op;
+}
+
+/// The host board's algorithm a job of `o` with the default settings
+/// would run the op with, as comm_core chooses it, and the board model's
+/// time for it; nothing where the job too would take the engine's.
+void model_the_board(const run_options& o, run_result& out) {
+  if (o.ranks < 2 || o.ranks_per_host < o.ranks)
+    return;
+  auto cfg = resolve_config({}, {}); // the defaults, as the simulated engines have
+  // A board's banks are at most MCCL_INLINE_BYTES (transport/wireup/transport_table.cpp).
+  auto board_bytes = std::min(cfg.shm_board_bytes, cfg.inline_bytes);
+  auto op = full_size_op(o);
+  out.runtime_algorithm = board_algorithm(op, o.ranks, board_bytes, cfg.shm_stage_bytes, o.algorithm);
+  if (out.runtime_algorithm.empty())
+    return;
+  auto m = o.board;
+  m.stage_bytes = cfg.shm_stage_bytes;
+  out.board = estimate_board(op, o.ranks, out.runtime_algorithm, m);
 }
 
 /// One world's run of the op (and, in a grown world, the state broadcast
@@ -543,7 +561,7 @@ run_result run_world(const run_options& o, int old_ranks_of_grown_world) {
   }
   out.scale = scale;
   out.predicted = predict(o.op, out.algorithm, o.ranks, static_cast<double>(o.bytes), model_of(o));
-  out.runtime_algorithm = runtime_board_algorithm(o);
+  model_the_board(o, out);
   out.state_broadcast = std::move(state);
   return out;
 }

@@ -26,11 +26,13 @@
 /// on it (the store, the handles), which the runtime's tests cover.
 
 #include "collectives/algorithms/cost_model.hpp"
+#include "tools/mccl_sim/board_model.hpp"
 #include "transport/sim/timed_network.hpp"
 #include <mccl/collective.hpp>
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,10 +54,12 @@ struct run_options {
   transport::link_model net{10e-6, 1.25e9};  ///< 10 us, 10 Gbit/s
   transport::link_model host{1e-6, 10e9};    ///< 1 us, 10 GB/s
   /// The memory bus all transfers within a host share (timed_network.hpp);
-  /// 0: not modelled. 40 GB/s: what 32 and 64 ranks of the lent 64-core
-  /// machine sustain together (docs/performance.md, "The simulator and
-  /// one host").
-  double host_bus_bytes_per_s = 40e9;
+  /// 0: not modelled; below 0: a quarter of board.memory's rate for
+  /// ranks_per_host ranks copying at once (host_bus_of).
+  double host_bus_bytes_per_s = -1;
+  /// The host's memory and its board (board_model.hpp): where a job with
+  /// the default settings takes the board, mccl-sim models it too.
+  board_model board;
   /// Per-rank buffer budget (scaled mode above it); 0: 256 MiB over all
   /// ranks, at most 1 MiB each.
   std::size_t max_rank_bytes = 0;
@@ -86,11 +90,14 @@ struct run_result {
   /// With every rank on one host, what a job with the default settings
   /// would run this op with instead: the host board's algorithm ("board",
   /// "board_rs", "board_stage"; collectives/algorithms/board_collectives.hpp),
-  /// which mccl-sim does not simulate (it has no shared memory). Empty where
+  /// whose code mccl-sim does not run (it has no shared memory): `board`
+  /// is its model's time, beside the engine's simulated run. Empty where
   /// a job too runs `algorithm` (several hosts, an op the board does not
   /// take, or --algo naming an engine algorithm). A job runs `algorithm`
   /// with MCCL_SHM_BOARD_BYTES=0 or MCCL_TRANSPORT=tcp.
   std::string runtime_algorithm;
+  /// The board model's time for runtime_algorithm (when there is one).
+  std::optional<board_estimate> board;
   double seconds = 0;      ///< virtual time from the op's start until the last rank finished
   cost_estimate predicted; ///< the model's time for that algorithm
   double scale = 1;        ///< payload bytes counted per byte moved
@@ -132,6 +139,12 @@ bool names_rank(const std::string& message, int rank);
 /// Whether every survivor's op of a fault-mode run failed naming one of the
 /// dead ranks (or finished, checked, before the deaths mattered).
 bool survivors_named_a_dead_rank(const run_options& options, const run_result& result);
+
+/// The links' bus of a host (bytes/s; 0: unlimited): host_bus_bytes_per_s,
+/// or where that is below 0, a quarter of the memory's rate for the
+/// ranks of a host: a payload byte through a shared-memory ring is copied
+/// into it and out of it, each copy reading and writing it.
+double host_bus_of(const run_options& options);
 
 /// The cost model's parameters for these options (full-size chunks).
 cost_params model_of(const run_options& options);
