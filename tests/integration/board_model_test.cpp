@@ -80,6 +80,8 @@ TEST(BoardModel, MovesTheBytesItsRulesCount) {
   apart.in_place = false;
   EXPECT_DOUBLE_EQ(estimate(op_kind::allreduce, p, "board_rs", apart).memory_bytes, (4 * p + 1) * n)
     << "a fresh output is read before it is written";
+  EXPECT_DOUBLE_EQ(estimate(op_kind::broadcast, p, "board_stage", apart).memory_bytes, (2 * p + 3) * n)
+    << "the root copies its input into its output as well";
 }
 
 TEST(BoardModel, RanksShareTheMemory) {

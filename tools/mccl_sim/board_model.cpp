@@ -93,6 +93,9 @@ traffic stage(double b) { return {2 * b, 0}; }
 /// (`overwrites_read`: where the op read before).
 traffic unstage(double b, bool overwrites_read) { return {overwrites_read ? b : 2 * b, b}; }
 
+/// Copying `b` bytes of our input into a fresh output (out of place).
+traffic copy_out(double b) { return {3 * b, 0}; }
+
 using rank_work = std::function<traffic(uint64_t op, int rank)>;
 
 /// Board ops 0 .. ops-1: each rank does before(j) then posts op j, waits
@@ -151,11 +154,11 @@ board_estimate play_pieces(const op_request& op, int world, uint64_t pieces, std
       case op_kind::broadcast:
         if (r != op.root)
           return unstage(b, false);
-        return m.in_place ? traffic{} : unstage(b, true);
+        return m.in_place ? traffic{} : copy_out(b);
       case op_kind::allgather: { // every peer's block; our own only when not in place
         traffic t{(p - 1) * 2 * b, (p - 1) * b};
         if (!m.in_place)
-          t += {3 * b, 0}; // our input read once more, and written out
+          t += copy_out(b); // our own block
         return t;
       }
       default: // a reduction of every rank's bank into our output (a reduce: the root's)
