@@ -12,13 +12,14 @@ the measurement used), each cell the median p50 over the rounds.
 
 import argparse
 import json
+import os
 import shlex
 import statistics
 import subprocess
 import sys
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-from board_stage_table import read, size  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from board_stage_table import read, size  # noqa: E402  (the results' reader, shared)
 
 
 def simulate(sim, extra, ranks, op, nbytes, algorithm=None):

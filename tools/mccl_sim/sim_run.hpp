@@ -7,6 +7,10 @@
 /// it runs a pass of every rank that has something to do, then moves the
 /// clock to the next arrival (or engine timer).
 ///
+/// With every rank on one host, where a job would take the host board,
+/// board_model.hpp models the board's time beside the engine's run (the
+/// board is shared memory the ranks spin on, which one thread cannot run).
+///
 /// Scaled mode: 1024 ranks cannot each hold 64 MiB here, so every rank
 /// moves a small buffer (a multiple of the world's size in elements, at
 /// most max_rank_bytes) and the network counts each payload byte as
