@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
       double rate = moved / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       _exit(::write(results[1], &rate, sizeof rate) == sizeof rate ? 0 : 1);
     }
+  ::close(results[1]); // a child that dies without its rate ends the read below
   double total = 0;
   for (int i = 0; i < n; ++i) {
     double rate = 0;

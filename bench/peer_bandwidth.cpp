@@ -5,8 +5,9 @@
 // different one each round) into its own buffer, and all wait again. For
 // 2 s; prints the rate of the two phases over all processes (bytes
 // written into banks whose lines the other cores held, bytes read from
-// banks another core wrote) and of both together, the figure mccl-sim's
-// --host-peers takes. Standalone:
+// banks another core wrote) and of both together: the rate of the host
+// board's copies at 1 MiB, which mccl-sim's board model has no term for
+// yet (docs/performance.md, "Ranks of one host"). Standalone:
 //
 //   g++ -O2 -o /tmp/peer_bandwidth bench/peer_bandwidth.cpp
 //   for n in 2 16 32 64; do /tmp/peer_bandwidth $n 1048576; done
@@ -32,7 +33,8 @@ struct shared {
   long rounds = 0;
 };
 
-/// Every process waits until all `n` arrived (a reusable spin barrier).
+/// Every process waits until all `n` arrived (a reusable spin barrier);
+/// after 10 s (a process died) it gives up and exits.
 void barrier(shared& s, int n) {
   int g = s.generation.load(std::memory_order_acquire);
   if (s.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
@@ -40,8 +42,12 @@ void barrier(shared& s, int n) {
     s.generation.store(g + 1, std::memory_order_release);
     return;
   }
-  while (s.generation.load(std::memory_order_acquire) == g) {
-  }
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (unsigned spins = 0; s.generation.load(std::memory_order_acquire) == g; ++spins)
+    if (spins % 4096 == 0 && std::chrono::steady_clock::now() > give_up) {
+      std::fprintf(stderr, "peer_bandwidth: a process did not reach the barrier within 10 s\n");
+      _exit(1);
+    }
 }
 
 } // namespace
@@ -87,8 +93,11 @@ int main(int argc, char** argv) {
       }
       _exit(0);
     }
-  while (::wait(nullptr) > 0) {
-  }
+  int failed = 0;
+  for (int status = 0; ::wait(&status) > 0;)
+    failed += WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  if (failed > 0 || s->rounds == 0)
+    return 1;
   double moved = static_cast<double>(s->rounds) * static_cast<double>(n) * static_cast<double>(size);
   std::printf("%d process(es), %ld-byte banks: %.1f GB/s between cores (written into banks %.1f, read from peers' "
               "banks %.1f; %ld rounds)\n",
