@@ -151,8 +151,8 @@ public:
   void dispatch(caf::scheduled_actor* dest, Ts&&... xs) {
     // The element lives on this stack: a dispatched message is handled
     // here and now and never queued, so it needs no heap copy (CAF's
-    // make_mailbox_element allocates one and frees it after the handler,
-    // about 250 instructions a message).
+    // make_mailbox_element allocates one and frees it after the handler:
+    // about 170 instructions a message, by the figures above).
     caf::mailbox_element_vals<typename caf::detail::strip_and_convert<Ts>::type...> element{
       nullptr, caf::make_message_id(), {}, std::forward<Ts>(xs)...};
     draining_.store(true, std::memory_order_relaxed); // a drain() from the handler leaves it to ours
