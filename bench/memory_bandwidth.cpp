@@ -25,8 +25,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   int results[2];
-  if (::pipe(results) != 0)
+  if (::pipe(results) != 0) {
+    std::perror("memory_bandwidth: pipe");
     return 1;
+  }
   for (int i = 0; i < n; ++i)
     if (::fork() == 0) {
       std::vector<char> from(static_cast<std::size_t>(bytes), 1), to(static_cast<std::size_t>(bytes), 2);
@@ -43,8 +45,10 @@ int main(int argc, char** argv) {
   double total = 0;
   for (int i = 0; i < n; ++i) {
     double rate = 0;
-    if (::read(results[0], &rate, sizeof rate) != sizeof rate)
+    if (::read(results[0], &rate, sizeof rate) != sizeof rate) {
+      std::fprintf(stderr, "memory_bandwidth: %d of %d processes reported a rate; the others failed\n", i, n);
       return 1;
+    }
     total += rate;
   }
   while (::wait(nullptr) > 0) {

@@ -62,8 +62,10 @@ int main(int argc, char** argv) {
   auto size = static_cast<std::size_t>(bytes);
   std::size_t total = 4096 + size * static_cast<std::size_t>(n);
   void* map = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED)
+  if (map == MAP_FAILED) {
+    std::perror("peer_bandwidth: mmap of the banks");
     return 1;
+  }
   auto* s = new (map) shared;
   auto* banks = static_cast<char*>(map) + 4096;
   for (int i = 0; i < n; ++i)
@@ -96,8 +98,10 @@ int main(int argc, char** argv) {
   int failed = 0;
   for (int status = 0; ::wait(&status) > 0;)
     failed += WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
-  if (failed > 0 || s->rounds == 0)
+  if (failed > 0 || s->rounds == 0) {
+    std::fprintf(stderr, "peer_bandwidth: %d of %d processes failed, %ld rounds done\n", failed, n, s->rounds);
     return 1;
+  }
   double moved = static_cast<double>(s->rounds) * static_cast<double>(n) * static_cast<double>(size);
   std::printf("%d process(es), %ld-byte banks: %.1f GB/s between cores (written into banks %.1f, read from peers' "
               "banks %.1f; %ld rounds)\n",

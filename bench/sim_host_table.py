@@ -26,7 +26,8 @@ def simulate(sim, extra, ranks, op, nbytes, algorithm=None):
     cmd = [sim, "--ranks", str(ranks), "--ranks-per-host", str(ranks), "--op", op, "--bytes", str(nbytes), "--json", "-"]
     if algorithm:
         cmd += ["--algo", algorithm]
-    out = subprocess.run(cmd + shlex.split(extra), capture_output=True, text=True, check=True).stdout
+    # A one-host run takes well under a second; the bound keeps a stuck one from hanging the table.
+    out = subprocess.run(cmd + shlex.split(extra), capture_output=True, text=True, check=True, timeout=600).stdout
     return json.loads(out[out.index("{"):])
 
 
