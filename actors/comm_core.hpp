@@ -173,23 +173,23 @@ private:
   int ranks_on_this_host() const;
   /// The board algorithm that runs `op` ("board", "board_rs", "board_stage"), or ""
   /// when it runs in the engine.
-  std::string board_algorithm_for(const op_request& op) const;
+  std::string_view board_algorithm_for(const op_request& op) const;
   /// A board op numbered and waiting for its turn (comm_core_board.cpp).
   struct board_job {
     op_ptr op;
     std::shared_ptr<work_state> work;
-    std::string algorithm;
-    uint64_t n = 0; ///< its first board op number
+    std::string_view algorithm; ///< a literal (board_algorithm())
+    uint64_t n = 0;             ///< its first board op number
   };
   /// Runs a board op on this thread to its end, after any board op
   /// numbered before it (comm_core_board.cpp).
-  void run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work, const std::string& algorithm);
+  void run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work, std::string_view algorithm);
   /// Numbers a board op larger than MCCL_INLINE_BYTES and leaves it to the
   /// board thread (or to the caller that waits for it first): the call
   /// returns at once, as one over the links does.
-  void post_to_board(const op_ptr& op, const std::shared_ptr<work_state>& work, const std::string& algorithm);
+  void post_to_board(const op_ptr& op, const std::shared_ptr<work_state>& work, std::string_view algorithm);
   /// Numbers `op` for the board (id, seq, board op numbers); under submit_mutex_.
-  board_job number_for_board(const op_ptr& op, const std::shared_ptr<work_state>& work, std::string algorithm);
+  board_job number_for_board(const op_ptr& op, const std::shared_ptr<work_state>& work, std::string_view algorithm);
   /// Runs queued jobs in order, board_mutex_ held, until `until`'s has run
   /// (null: until the queue is empty); their completions go to `ran`.
   void run_queued_jobs(const work_state* until, std::vector<std::pair<std::shared_ptr<work_state>, op_report>>& ran);
@@ -254,7 +254,7 @@ private:
   /// The op on the board now, for status queries (null: none).
   std::mutex board_status_mutex_;
   op_ptr board_op_;
-  std::string board_op_algorithm_;
+  std::string_view board_op_algorithm_;
   clock::time_point board_op_started_;
   /// By op_kind: MCCL_ALGO has rules for it (then it may keep an op off the
   /// board); worked out once, not per op.

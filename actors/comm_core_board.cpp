@@ -20,7 +20,7 @@ namespace mccl::actors {
 // state (a rank that took the engine for an op its peers put on the board
 // would wait for them in vain). MCCL_ALGO naming an algorithm for the op
 // keeps it in the engine, unless it names board_rs.
-std::string comm_core::board_algorithm_for(const op_request& op) const {
+std::string_view comm_core::board_algorithm_for(const op_request& op) const {
   const auto& board = init_.board;
   if (!board)
     return {};
@@ -32,7 +32,7 @@ std::string comm_core::board_algorithm_for(const op_request& op) const {
 }
 
 comm_core::board_job comm_core::number_for_board(const op_ptr& op, const std::shared_ptr<work_state>& work,
-                                                 std::string algorithm) {
+                                                 std::string_view algorithm) {
   board_job job;
   op->id = next_id_++;
   op->seq = next_seq_++; // one numbering for both paths
@@ -40,7 +40,7 @@ comm_core::board_job comm_core::number_for_board(const op_ptr& op, const std::sh
   next_board_op_ += board_ops(*op, init_.world, init_.board->stage_bytes(), algorithm);
   job.op = op;
   job.work = work;
-  job.algorithm = std::move(algorithm);
+  job.algorithm = algorithm;
   return job;
 }
 
@@ -58,12 +58,15 @@ void complete_all(std::vector<std::pair<std::shared_ptr<work_state>, op_report>>
 
 } // namespace
 
-void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work, const std::string& algorithm) {
+void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>& work, std::string_view algorithm) {
+  // Usually nothing waits before it: it runs and completes alone, with no
+  // list of completions to allocate.
   std::vector<std::pair<std::shared_ptr<work_state>, op_report>> ran;
+  op_report report;
+  bool behind = false;
   {
     std::lock_guard<std::mutex> board_guard{board_mutex_};
     board_job job;
-    bool behind = false;
     {
       std::lock_guard<std::mutex> guard{submit_mutex_};
       job = number_for_board(op, work, algorithm);
@@ -76,9 +79,11 @@ void comm_core::run_on_board(const op_ptr& op, const std::shared_ptr<work_state>
     if (behind)
       run_queued_jobs(work.get(), ran);
     else
-      ran.emplace_back(work, run_board_job(job));
+      report = run_board_job(job);
   }
-  complete_all(ran);
+  if (behind)
+    return complete_all(ran);
+  work->complete(std::move(report));
 }
 
 void comm_core::run_queued_jobs(const work_state* until,
@@ -98,7 +103,7 @@ void comm_core::run_queued_jobs(const work_state* until,
 }
 
 void comm_core::post_to_board(const op_ptr& op, const std::shared_ptr<work_state>& work,
-                              const std::string& algorithm) {
+                              std::string_view algorithm) {
   {
     std::lock_guard<std::mutex> guard{submit_mutex_};
     if (board_thread_stop_) { // finalized: the board thread is gone
@@ -213,7 +218,7 @@ op_report comm_core::run_board_job(board_job& job) {
     board_op_ = nullptr;
   }
   if (trace_)
-    trace_->op(to_string(op->kind), true, call.seq, algorithm, op->selection_bytes(init_.world), 0,
+    trace_->op(to_string(op->kind), true, call.seq, std::string(algorithm), op->selection_bytes(init_.world), 0,
                started, clock::now(), outcome.code == errc::none);
   flight_->ended(ticket, outcome.code == errc::none ? flight_recorder::state::done : flight_recorder::state::failed);
   op_report report;
@@ -232,7 +237,8 @@ op_report comm_core::run_board_job(board_job& job) {
   auto what = describe(*op);
   auto paren = what.find('(');
   auto message = what.substr(0, paren) + " seq " + std::to_string(op->seq) + " on rank " + std::to_string(init_.rank)
-                 + " (" + algorithm + ", " + what.substr(paren + 1) + " failed at " + outcome.where + ": " + outcome.message;
+                 + " (" + std::string(algorithm) + ", " + what.substr(paren + 1) + " failed at " + outcome.where + ": "
+                 + outcome.message;
   if (outcome.code == errc::timeout)
     message += " (" + flight_->progress_note() + ")";
   if (outcome.code == errc::revoked) { // every rank fails it alike: nothing to abort

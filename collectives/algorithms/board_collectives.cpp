@@ -59,7 +59,7 @@ const char* staged_algorithm_name(op_kind kind) noexcept {
   }
 }
 
-std::string staged_algorithm(const op_request& op, int world, std::size_t stage_bytes) {
+std::string_view staged_algorithm(const op_request& op, int world, std::size_t stage_bytes) {
   if (world < 2 || stage_bytes == 0 || op.is_v() || op.compression != compression_kind::none)
     return {};
   // A reduce_scatter puts a piece of every rank's block in one stage bank.
@@ -68,8 +68,8 @@ std::string staged_algorithm(const op_request& op, int world, std::size_t stage_
   return staged_algorithm_name(op.kind);
 }
 
-std::string board_algorithm(const op_request& op, int world, std::size_t slot_bytes, std::size_t stage_bytes,
-                            const std::string& named) {
+std::string_view board_algorithm(const op_request& op, int world, std::size_t slot_bytes, std::size_t stage_bytes,
+                                 const std::string& named) {
   // The board copies values exactly; compressed ops go through the links.
   if (world < 2 || op.compression != compression_kind::none)
     return {};
@@ -106,7 +106,7 @@ std::size_t board_stage_piece(const op_request& op, int world, std::size_t stage
   return part / elem;
 }
 
-uint64_t board_ops(const op_request& op, int world, std::size_t stage_bytes, const std::string& algorithm) noexcept {
+uint64_t board_ops(const op_request& op, int world, std::size_t stage_bytes, std::string_view algorithm) noexcept {
   if (algorithm == "board_rs")
     return board_rs_ops(op.count, op.elem_size(), stage_bytes);
   if (algorithm == "board_stage") {

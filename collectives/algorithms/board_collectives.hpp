@@ -36,6 +36,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace mccl {
 
@@ -72,8 +73,9 @@ const char* staged_algorithm_name(op_kind kind) noexcept;
 
 /// The staged algorithm for `op` among `world` ranks with stage banks of
 /// `stage_bytes` (0: none): "board_rs", "board_stage", or "" (no stage,
-/// or an op the stage does not run).
-std::string staged_algorithm(const op_request& op, int world, std::size_t stage_bytes);
+/// or an op the stage does not run). The board's names are literals, so
+/// they travel as views: a tiny op on the board pays no string copy.
+std::string_view staged_algorithm(const op_request& op, int world, std::size_t stage_bytes);
 
 /// Where `op` runs among `world` ranks of one host with a board of
 /// `slot_bytes` banks and `stage_bytes` stage banks (0: none): "board",
@@ -89,8 +91,8 @@ std::string staged_algorithm(const op_request& op, int world, std::size_t stage_
 /// size ("": nothing): the op's staged algorithm puts it on the stage at
 /// every size, any other name keeps it in the engine. The same on every
 /// rank: it reads the op and settings every rank shares.
-std::string board_algorithm(const op_request& op, int world, std::size_t slot_bytes, std::size_t stage_bytes,
-                            const std::string& named);
+std::string_view board_algorithm(const op_request& op, int world, std::size_t slot_bytes, std::size_t stage_bytes,
+                                 const std::string& named);
 
 /// Board ops an allreduce of `count` elements of `elem` bytes takes on
 /// board_rs with stage banks of `stage_bytes`: a piece per stage bank's
@@ -103,7 +105,7 @@ std::size_t board_stage_piece(const op_request& op, int world, std::size_t stage
 
 /// Board ops `op` takes on `algorithm`: one on the banks ("board"), a
 /// piece each on the stage (board_rs one more).
-uint64_t board_ops(const op_request& op, int world, std::size_t stage_bytes, const std::string& algorithm) noexcept;
+uint64_t board_ops(const op_request& op, int world, std::size_t stage_bytes, std::string_view algorithm) noexcept;
 
 /// The elements [first, first + count) of a piece of `count` elements that
 /// rank `r` of `world` reduces: ceil(count / world) rounded up to 64

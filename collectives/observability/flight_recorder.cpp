@@ -14,7 +14,7 @@ const char* to_string(flight_recorder::state s) noexcept {
   return "unknown";
 }
 
-flight_recorder::op_info recorded_op(const issued_op& op, int world, const std::string& algorithm,
+flight_recorder::op_info recorded_op(const issued_op& op, int world, std::string_view algorithm,
                                      driver_kind driver) {
   flight_recorder::op_info info;
   info.collective = op.kind != op_kind::send && op.kind != op_kind::recv;

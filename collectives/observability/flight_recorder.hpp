@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace mccl {
 
@@ -82,7 +83,7 @@ private:
 };
 
 /// What the recorder keeps of `op` (numbered already) on a world of `world`.
-flight_recorder::op_info recorded_op(const issued_op& op, int world, const std::string& algorithm,
+flight_recorder::op_info recorded_op(const issued_op& op, int world, std::string_view algorithm,
                                      driver_kind driver);
 
 /// "allreduce", "send to rank 2 message 3 tag 7", "recv from rank 1 tag 7",
