@@ -11,7 +11,18 @@
 //
 //   g++ -O2 -o /tmp/peer_bandwidth bench/peer_bandwidth.cpp
 //   for n in 2 16 32 64; do /tmp/peer_bandwidth $n 1048576; done
+//
+// For the slow mode of many ranks (docs/performance.md, "The slow mode at
+// 64 ranks"; bench/slow_mode_probe.sh), two settings change how the
+// processes wait and where they run: PEER_SPIN=plain (default: a bare
+// load loop), pause (a PAUSE instruction each poll, as mccl's waits do;
+// a hypervisor may take the vCPU away from a guest that pauses in a
+// loop) or yield (sched_yield each poll); PEER_BIND=1 binds process i to
+// CPU i. It also prints the processes' context switches: voluntary (they
+// yielded) and involuntary (the guest's scheduler took the CPU away).
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +44,32 @@ struct shared {
   long rounds = 0;
 };
 
+enum class spin_kind { plain, pause, yield };
+
+spin_kind spin_from_environment() {
+  const char* v = std::getenv("PEER_SPIN");
+  if (v == nullptr || std::strcmp(v, "plain") == 0)
+    return spin_kind::plain;
+  if (std::strcmp(v, "pause") == 0)
+    return spin_kind::pause;
+  if (std::strcmp(v, "yield") == 0)
+    return spin_kind::yield;
+  std::fprintf(stderr, "peer_bandwidth: PEER_SPIN=%s: expected plain, pause or yield\n", v);
+  std::exit(2);
+}
+
+const spin_kind spin = spin_from_environment();
+
+void poll_once() {
+  if (spin == spin_kind::pause) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else if (spin == spin_kind::yield) {
+    sched_yield();
+  }
+}
+
 /// Every process waits until all `n` arrived (a reusable spin barrier);
 /// after 10 s (a process died) it gives up and exits.
 void barrier(shared& s, int n) {
@@ -43,7 +80,7 @@ void barrier(shared& s, int n) {
     return;
   }
   auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (unsigned spins = 0; s.generation.load(std::memory_order_acquire) == g; ++spins)
+  for (unsigned spins = 0; s.generation.load(std::memory_order_acquire) == g; ++spins, poll_once())
     if (spins % 4096 == 0 && std::chrono::steady_clock::now() > give_up) {
       std::fprintf(stderr, "peer_bandwidth: a process did not reach the barrier within 10 s\n");
       _exit(1);
@@ -68,8 +105,19 @@ int main(int argc, char** argv) {
   }
   auto* s = new (map) shared;
   auto* banks = static_cast<char*>(map) + 4096;
+  const char* bind = std::getenv("PEER_BIND");
+  bool bound = bind != nullptr && std::strcmp(bind, "1") == 0;
   for (int i = 0; i < n; ++i)
     if (::fork() == 0) {
+      if (bound) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(i, &one);
+        if (::sched_setaffinity(0, sizeof one, &one) != 0) {
+          std::perror("peer_bandwidth: PEER_BIND=1: sched_setaffinity");
+          _exit(1);
+        }
+      }
       std::vector<char> mine(size, static_cast<char>(i + 1));
       auto start = std::chrono::steady_clock::now();
       using clock = std::chrono::steady_clock;
@@ -102,10 +150,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "peer_bandwidth: %d of %d processes failed, %ld rounds done\n", failed, n, s->rounds);
     return 1;
   }
+  rusage children{};
+  ::getrusage(RUSAGE_CHILDREN, &children);
   double moved = static_cast<double>(s->rounds) * static_cast<double>(n) * static_cast<double>(size);
   std::printf("%d process(es), %ld-byte banks: %.1f GB/s between cores (written into banks %.1f, read from peers' "
-              "banks %.1f; %ld rounds)\n",
+              "banks %.1f; %ld rounds; %ld voluntary and %ld involuntary context switches)\n",
               n, bytes, 2 * moved / (s->write_seconds + s->read_seconds) / 1e9, moved / s->write_seconds / 1e9,
-              moved / s->read_seconds / 1e9, s->rounds);
+              moved / s->read_seconds / 1e9, s->rounds, children.ru_nvcsw, children.ru_nivcsw);
   return 0;
 }
