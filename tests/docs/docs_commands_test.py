@@ -51,6 +51,7 @@ SKIP = [
      "a benchmark round for the 16-core machine"),
     (r"sim_table\.py|mccl-sim --ranks (256|1024)|/usr/bin/time", "a large simulation: minutes and gigabytes"),
     (r"bench/host_memory\.sh", "measures the memory of the machine it runs on: half a minute with all its cores busy"),
+    (r"bench/slow_mode_probe\.sh", "a benchmark for a many-core machine: many spinning processes, and 64-rank jobs"),
     (r"sweeps/medians\.py", "reads the raw sweep outputs, which live in the history"),
     (r"^build/bench/mccl-reduce-bench", "a benchmark: minutes"),
     (r"^cat /tmp/", "reads what the command before it wrote"),
