@@ -3,7 +3,9 @@
 // refuses a curve it cannot read; the board's schedule moves the bytes its
 // rules count (every rank's copies, in place as mccl-bench runs); the ranks
 // that copy at once share the memory, so a saturated host takes longer with
-// more ranks and one that scales does not; a flag round is paid per board op.
+// more ranks and one that scales does not; an op whose buffers fit the
+// cores' caches moves its own bytes there; copies between cores overlap a
+// rank's own traffic; a flag round is paid per board op.
 
 #include "tools/mccl_sim/board_model.hpp"
 
@@ -63,17 +65,18 @@ TEST(BoardModel, MovesTheBytesItsRulesCount) {
   auto bcast = estimate(op_kind::broadcast, p, "board_stage");
   EXPECT_EQ(bcast.board_ops, 64u);
   EXPECT_DOUBLE_EQ(bcast.memory_bytes, 2 * p * n) << "the root stages, every other rank writes a fresh output";
-  EXPECT_DOUBLE_EQ(bcast.cache_bytes, (p - 1) * n);
+  EXPECT_DOUBLE_EQ(bcast.peer_bytes, (p - 1) * n);
+  EXPECT_DOUBLE_EQ(bcast.cache_bytes, 0) << "64 MiB buffers do not fit a core's caches";
   auto gather = estimate(op_kind::allgather, p, "board_stage");
   EXPECT_DOUBLE_EQ(gather.memory_bytes, 2 * p * n);
-  EXPECT_DOUBLE_EQ(gather.cache_bytes, (p - 1) * n);
+  EXPECT_DOUBLE_EQ(gather.peer_bytes, (p - 1) * n);
   auto scatter = estimate(op_kind::reduce_scatter, p, "board_stage");
   EXPECT_DOUBLE_EQ(scatter.memory_bytes, (2 * p + 1) * n) << "in place: the output overwrites what was read";
-  EXPECT_DOUBLE_EQ(scatter.cache_bytes, p * n);
+  EXPECT_DOUBLE_EQ(scatter.peer_bytes, p * n);
   auto sum = estimate(op_kind::allreduce, p, "board_rs");
   EXPECT_EQ(sum.board_ops, 65u);
   EXPECT_DOUBLE_EQ(sum.memory_bytes, (3 * p + 1) * n);
-  EXPECT_DOUBLE_EQ(sum.cache_bytes, 2 * p * n);
+  EXPECT_DOUBLE_EQ(sum.peer_bytes, 2 * p * n);
   auto reduce = estimate(op_kind::reduce, p, "board_rs");
   EXPECT_DOUBLE_EQ(reduce.memory_bytes, (2 * p + 2) * n) << "only the root gathers";
   board_model apart;
@@ -85,11 +88,11 @@ TEST(BoardModel, MovesTheBytesItsRulesCount) {
 }
 
 TEST(BoardModel, RanksShareTheMemory) {
-  board_model scales, saturated; // the memory alone: no flag rounds, a cache without limit
+  board_model scales, saturated; // the memory alone: no flag rounds, copies between cores without limit
   scales.memory = memory_curve({{1, 10e9}, {64, 640e9}});
   saturated.memory = memory_curve({{1, 10e9}, {2, 20e9}});
   for (auto* m : {&scales, &saturated}) {
-    m->cache = memory_curve({{1, 1e15}});
+    m->peer = memory_curve({{1, 1e15}});
     m->round_s_per_rank = 0;
   }
   for (auto kind : {op_kind::broadcast, op_kind::allgather, op_kind::reduce_scatter}) {
@@ -102,6 +105,38 @@ TEST(BoardModel, RanksShareTheMemory) {
   // Each rank moves 2n through the memory (its block in, the others' out),
   // at 10 GB/s when the memory scales.
   EXPECT_NEAR(estimate(op_kind::allgather, 8, "board_stage", scales).seconds, 2 * n / 10e9, 2 * n / 10e9 * 0.01);
+}
+
+TEST(BoardModel, AnOpThatFitsTheCachesMovesItsOwnBytesThere) {
+  board_model m; // a slow memory, fast caches
+  m.memory = memory_curve({{1, 1e9}});
+  m.cache = memory_curve({{1, 100e9}});
+  m.round_s_per_rank = 0;
+  auto mib = sim::estimate_board(op_of(op_kind::broadcast, (1 << 20) / 4), 16, "board_stage", m);
+  EXPECT_DOUBLE_EQ(mib.memory_bytes, 0);
+  EXPECT_DOUBLE_EQ(mib.cache_bytes, 2 * 16 * double(1 << 20)) << "the root stages, every other rank writes";
+  m.cache_bytes_per_rank = 2u << 20; // less than its buffer and the two banks
+  auto spilled = sim::estimate_board(op_of(op_kind::broadcast, (1 << 20) / 4), 16, "board_stage", m);
+  EXPECT_DOUBLE_EQ(spilled.cache_bytes, 0);
+  EXPECT_DOUBLE_EQ(spilled.memory_bytes, mib.cache_bytes);
+  EXPECT_GT(spilled.seconds, 50 * mib.seconds);
+}
+
+TEST(BoardModel, CopiesBetweenCoresOverlapTheOwnTraffic) {
+  // An allgather's rank writes twice the bytes it reads from the peers'
+  // banks: at equal rates its own traffic alone sets the time; copies
+  // between cores ten times slower set it instead.
+  board_model m;
+  m.memory = memory_curve({{1, 10e9}, {64, 640e9}});
+  m.round_s_per_rank = 0;
+  auto time_with_peer = [&](double per_rank) {
+    m.peer = memory_curve({{1, per_rank}, {64, 64 * per_rank}});
+    return estimate(op_kind::allgather, 8, "board_stage", m).seconds;
+  };
+  double unlimited = time_with_peer(1e15);
+  EXPECT_NEAR(time_with_peer(10e9), unlimited, unlimited * 1e-9);
+  double slow = time_with_peer(1e9);
+  EXPECT_NEAR(slow, 7 * n / 8 / 1e9, 7 * n / 8 / 1e9 * 0.05) << "each rank reads 7 blocks of n/8 at 1 GB/s";
 }
 
 TEST(BoardModel, PaysAFlagRoundPerBoardOp) {

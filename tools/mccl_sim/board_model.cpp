@@ -73,18 +73,22 @@ memory_curve measured_host_cache() {
   return memory_curve({{1, 67.7e9}, {16, 769.6e9}, {32, 1247.3e9}, {64, 1405.7e9}});
 }
 
+memory_curve measured_host_peer() {
+  return memory_curve({{8, 62.8e9}, {16, 81.0e9}, {24, 113.0e9}, {32, 133.2e9}});
+}
+
 namespace {
 
 /// One rank's bytes in one stretch between two flag rounds.
 struct traffic {
-  double memory = 0;
-  double cache = 0;
+  double own = 0;  ///< its buffers and its banks: the memory, or its core's caches
+  double peer = 0; ///< read from banks other cores wrote
   traffic& operator+=(const traffic& o) {
-    memory += o.memory;
-    cache += o.cache;
+    own += o.own;
+    peer += o.peer;
     return *this;
   }
-  bool idle() const { return memory == 0 && cache == 0; }
+  bool idle() const { return own == 0 && peer == 0; }
 };
 
 /// Reading `b` bytes of a user buffer and writing them into our bank.
@@ -102,9 +106,12 @@ using rank_work = std::function<traffic(uint64_t op, int rank)>;
 /// for every peer's post, then does after(j). Between two flag rounds a
 /// rank does after(j - 1) and before(j); the stretch lasts as long as the
 /// slowest rank's, its ranks sharing the memory and the cache.
-board_estimate play(uint64_t ops, int world, const board_model& m, const rank_work& before, const rank_work& after) {
+board_estimate play(uint64_t ops, int world, const board_model& m, bool fits, const rank_work& before,
+                    const rank_work& after) {
   board_estimate e;
   e.board_ops = ops;
+  const auto& own_rate = fits ? m.cache : m.memory;
+  auto& own_bytes = fits ? e.cache_bytes : e.memory_bytes;
   for (uint64_t j = 0; j <= ops; ++j) {
     std::vector<traffic> work(static_cast<std::size_t>(world));
     int busy = 0;
@@ -115,19 +122,29 @@ board_estimate play(uint64_t ops, int world, const board_model& m, const rank_wo
       if (j < ops)
         w += before(j, r);
       busy += w.idle() ? 0 : 1;
-      e.memory_bytes += w.memory;
-      e.cache_bytes += w.cache;
+      own_bytes += w.own;
+      e.peer_bytes += w.peer;
     }
     if (busy == 0)
       continue;
-    double memory_each = m.memory.rate(busy) / busy, cache_each = m.cache.rate(busy) / busy;
+    double own_each = own_rate.rate(busy) / busy, peer_each = m.peer.rate(busy) / busy;
     double slowest = 0;
     for (const auto& w : work)
-      slowest = std::max(slowest, w.memory / memory_each + w.cache / cache_each);
+      slowest = std::max(slowest, std::max(w.own / own_each, w.peer / peer_each));
     e.seconds += slowest;
   }
   e.seconds += static_cast<double>(ops) * m.round_s_per_rank * world;
   return e;
+}
+
+/// Whether what a rank touches fits its core's caches: the op's largest
+/// buffer (its output too when not in place) and the two banks it writes.
+bool fits_caches(const op_request& op, int world, const board_model& m) {
+  auto largest = static_cast<double>(op.count) * static_cast<double>(op.elem_size());
+  if (op.kind == op_kind::allgather || op.kind == op_kind::reduce_scatter)
+    largest *= world; // op.count is a block
+  double touched = largest * (m.in_place ? 1 : 2) + 2.0 * static_cast<double>(m.stage_bytes);
+  return touched <= static_cast<double>(m.cache_bytes_per_rank);
 }
 
 /// board_stage (pieces of a stage bank) and the banks (one piece: the
@@ -167,7 +184,7 @@ board_estimate play_pieces(const op_request& op, int world, uint64_t pieces, std
         return {m.in_place ? b : 2 * b, p * b};
     }
   };
-  return play(pieces, world, m, before, after);
+  return play(pieces, world, m, fits_caches(op, world, m), before, after);
 }
 
 board_estimate play_board_rs(const op_request& op, int world, const board_model& m) {
@@ -191,7 +208,7 @@ board_estimate play_board_rs(const op_request& op, int world, const board_model&
     }
     return t;
   };
-  return play(ops, world, m, before, after);
+  return play(ops, world, m, fits_caches(op, world, m), before, after);
 }
 
 } // namespace
@@ -212,7 +229,7 @@ board_estimate estimate_board(const op_request& op, int world, const std::string
                     board_stage_piece(op, world, m.stage_bytes), m);
   } else if (algorithm == "board") {
     if (op.kind == op_kind::barrier)
-      e = play(1, world, m, [](uint64_t, int) { return traffic{}; }, [](uint64_t, int) { return traffic{}; });
+      e = play(1, world, m, true, [](uint64_t, int) { return traffic{}; }, [](uint64_t, int) { return traffic{}; });
     else
       e = play_pieces(op, world, 1, op.count, m);
   } else {

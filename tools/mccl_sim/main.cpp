@@ -24,18 +24,20 @@ namespace {
 const char* usage =
   "usage: mccl-sim --ranks N [--ranks-per-host K] --op OP [--algo A] --bytes B\n"
   "                [--alpha-us A] [--beta-gbps G] [--host-alpha-us A] [--host-gbps G] [--host-bus-gbps G]\n"
-  "                [--host-memory CURVE] [--host-cache CURVE] [--board-round-us U]\n"
+  "                [--host-memory CURVE] [--host-cache CURVE] [--host-peer CURVE]\n"
+  "                [--host-cache-per-rank B] [--board-round-us U]\n"
   "                [--max-rank-bytes B] [--kill R[,R...] [--kill-at S[,S...]] [--shrink [--grow K]]]\n"
   "                [--json FILE|-]\n"
   "  OP: allreduce, broadcast, reduce, allgather, reduce_scatter; B: bytes of the op's largest\n"
   "  buffer (64M, 1G, ...); A: the algorithm (default: the table's choice for B and N).\n"
   "  Between hosts: --alpha-us (10) and --beta-gbps (10 Gbit/s); within a host: --host-alpha-us (1)\n"
   "  and --host-gbps (80) per rank, and --host-bus-gbps, the host's memory that all its links share\n"
-  "  (default: a quarter of --host-memory's rate for K ranks; 0: unlimited). --host-memory and\n"
-  "  --host-cache: RANKS:GB/s,... that many ranks copying at once move through the host's memory and\n"
-  "  its shared cache (bench/memory_bandwidth.cpp; default: the lent 64-core machine's); with every rank\n"
-  "  on one host mccl-sim models the host board a job would take, each flag round --board-round-us\n"
-  "  (0.33) per rank. --kill: those ranks die at --kill-at virtual seconds (one time for all, or\n"
+  "  (default: a quarter of --host-memory's rate for K ranks; 0: unlimited). --host-memory,\n"
+  "  --host-cache, --host-peer: RANKS:GB/s,... that many ranks copying at once move through the host's\n"
+  "  memory, through their cores' caches, and from banks other cores wrote (bench/host_memory.sh;\n"
+  "  default: the lent 64-core machine's); --host-cache-per-rank (6M): the caches a rank's core has.\n"
+  "  With every rank on one host mccl-sim models the host board a job would take, each flag round\n"
+  "  --board-round-us (0.33) per rank. --kill: those ranks die at --kill-at virtual seconds (one time for all, or\n"
   "  one per rank; default: a quarter of the op's time without the fault); --shrink: the survivors\n"
   "  then run the op again; --grow K: then K newcomers join after them, rank 0 broadcasts the state\n"
   "  to them, and the op runs again.\n"
@@ -118,6 +120,8 @@ nlohmann::json to_json(const mccl::sim::run_options& o, const mccl::sim::run_res
                       {"host_bus_bytes_per_s", mccl::sim::host_bus_of(o)},
                       {"host_memory_gbps", o.board.memory.to_string()},
                       {"host_cache_gbps", o.board.cache.to_string()},
+                      {"host_peer_gbps", o.board.peer.to_string()},
+                      {"host_cache_bytes_per_rank", o.board.cache_bytes_per_rank},
                       {"simulated_s", r.seconds},
                       {"predicted_s", r.predicted.known ? nlohmann::json(r.predicted.seconds) : nlohmann::json()},
                       {"formula", r.predicted.formula},
@@ -134,6 +138,7 @@ nlohmann::json to_json(const mccl::sim::run_options& o, const mccl::sim::run_res
                   {"board_ops", r.board->board_ops},
                   {"memory_bytes", r.board->memory_bytes},
                   {"cache_bytes", r.board->cache_bytes},
+                  {"peer_bytes", r.board->peer_bytes},
                   {"round_s_per_rank", o.board.round_s_per_rank}};
   if (!o.kills.empty()) {
     nlohmann::json kills = nlohmann::json::array();
@@ -174,12 +179,12 @@ void print(const mccl::sim::run_options& o, const mccl::sim::run_result& r, cons
               mccl::to_string(o.op), o.bytes, o.ranks, o.ranks_per_host, r.algorithm.c_str());
   if (r.board)
     std::printf("%s  on one host a job with the default settings takes the host board (%s): modelled %s\n"
-                "%s    (%llu board ops; %.3g GB through the host's memory, %.3g GB from its cache; the model's\n"
-                "%s    schedule, not the board's code). Below: the engine's %s, which a job runs with\n"
-                "%s    MCCL_SHM_BOARD_BYTES=0 or MCCL_TRANSPORT=tcp\n",
+                "%s    (%llu board ops; %.3g GB through the host's memory, %.3g GB in the cores' caches, %.3g GB\n"
+                "%s    between cores; the model's schedule, not the board's code). Below: the engine's %s,\n"
+                "%s    which a job runs with MCCL_SHM_BOARD_BYTES=0 or MCCL_TRANSPORT=tcp\n",
                 indent, r.board->algorithm.c_str(), ms(r.board->seconds).c_str(), indent,
                 static_cast<unsigned long long>(r.board->board_ops), r.board->memory_bytes / 1e9,
-                r.board->cache_bytes / 1e9, indent, r.algorithm.c_str(), indent);
+                r.board->cache_bytes / 1e9, r.board->peer_bytes / 1e9, indent, r.algorithm.c_str(), indent);
   std::printf("%s  moved %zu float32 per rank; each payload byte counts %.6g times\n", indent, r.count, r.scale);
   std::printf("%s  simulated %s", indent, ms(r.seconds).c_str());
   if (r.predicted.known)
@@ -298,12 +303,15 @@ int main(int argc, char** argv) {
       o.host.bytes_per_s = number(a, argv[++i]) * 1e9 / 8;
     } else if (a == "--host-bus-gbps") {
       o.host_bus_bytes_per_s = number(a, argv[++i]) * 1e9 / 8;
-    } else if (a == "--host-memory" || a == "--host-cache") {
+    } else if (a == "--host-memory" || a == "--host-cache" || a == "--host-peer") {
       try {
-        (a == "--host-memory" ? o.board.memory : o.board.cache) = mccl::sim::memory_curve::parse(a, argv[++i]);
+        auto& curve = a == "--host-memory" ? o.board.memory : a == "--host-cache" ? o.board.cache : o.board.peer;
+        curve = mccl::sim::memory_curve::parse(a, argv[++i]);
       } catch (const std::exception& e) {
         bad(e.what());
       }
+    } else if (a == "--host-cache-per-rank") {
+      o.board.cache_bytes_per_rank = byte_size(a, argv[++i]);
     } else if (a == "--board-round-us") {
       o.board.round_s_per_rank = number(a, argv[++i]) * 1e-6;
     } else if (a == "--max-rank-bytes") {
