@@ -76,6 +76,8 @@ std::string_view board_algorithm(const op_request& op, int world, std::size_t sl
   auto staged = staged_algorithm(op, world, stage_bytes);
   if (!named.empty())
     return named == staged ? staged : "";
+  if (staged == "board_rs" && world == 2) // two ranks: the engine's direct exchange beyond the banks
+    return fits_board(op, world, slot_bytes) ? "board" : "";
   if (fits_board(op, world, slot_bytes)
       && !(staged == "board_rs" && op.bytes() * static_cast<std::size_t>(world) >= board_rs_from_total_bytes))
     return "board";

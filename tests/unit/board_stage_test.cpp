@@ -168,7 +168,9 @@ TEST(BoardRs, TheTableTakesItAboveTheBanksOrForManyRanksAndMcclAlgoForcesIt) {
   EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, ""), "board");
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "board_rs");
   op.count = 16384; // 64 KiB
-  EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, ""), "board_rs");
+  EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, ""), "") << "two ranks: the engine's direct exchange";
+  EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, "board_rs"), "board_rs") << "unless MCCL_ALGO names it";
+  EXPECT_EQ(mccl::board_algorithm(op, 3, 16384, 262144, ""), "board_rs");
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 0, ""), "") << "no stage: the engine";
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, "ring"), "") << "MCCL_ALGO names another";
   op.count = std::size_t{16} << 20; // 64 MiB: still the stage, in pieces
