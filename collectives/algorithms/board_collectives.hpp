@@ -87,10 +87,10 @@ std::string_view staged_algorithm(const op_request& op, int world, std::size_t s
 /// where the links copy it through a ring twice (docs/performance.md has
 /// the stage's figures for the other collectives). Two ranks keep the
 /// engine's direct exchange above the banks: one copy each way, where
-/// board_rs stages, reduces and gathers; it measured 2-4x faster from 128
-/// to 512 KiB on the 2-vCPU machine and 1.2x at 64 MiB, and tied or better
-/// on the 16-core one (docs/performance.md, "The op actors against the
-/// engine before them"). (Above
+/// board_rs stages, reduces and gathers; it measured 1.4-1.9x faster from
+/// 128 to 512 KiB on the 2-vCPU machine and 1.2x at 64 MiB (medians of
+/// five runs), and tied or faster on the 16-core one (docs/performance.md,
+/// "The op actors against the engine before them"). (Above
 /// MCCL_INLINE_BYTES comm_core runs it on its board thread, so the call
 /// returns at once.) `named` is what MCCL_ALGO names for the op at its
 /// size ("": nothing): the op's staged algorithm puts it on the stage at
