@@ -10,6 +10,8 @@
 #
 # Variants:
 #   table    mccl's built-in choice (the board's banks, then its stage)
+#   before   the same with another build: the bundle named by BEFORE (an A/B
+#            of a change against the build before it)
 #   engine   MCCL_SHM_STAGE_BYTES=0: no stage, the table before it
 #   rs64k, rs256k, rs1m
 #            the op's staged algorithm (board_rs for allreduce and reduce,
@@ -23,7 +25,8 @@
 #   BUNDLE=out/stage ROUND=2 bash bench/board_stage_rounds.sh   # one round, on a device
 #
 # Settings (environment): BUNDLE (folder of bench/device_bundle.sh; default
-# build/bench with the build's own RUNPATH), MPI_BENCH (default: compiled
+# build/bench with the build's own RUNPATH), BEFORE (another such folder,
+# for the variant before), MPI_BENCH (default: compiled
 # from bench/mpi_bench.cpp into /tmp), RANKS ("16 32 64"), OPS ("broadcast
 # allgather reduce_scatter reduce"), VARIANTS ("table engine mpi"), ROUND
 # (first round's number: names the files, picks the rotation; 1), ROUNDS
@@ -56,16 +59,19 @@ run() { # ranks op variant round
   local n=$1 op=$2 v=$3 k=$4 name="$RES/n$1_$2_$3_r$4"
   if [ $(( $(date +%s) - T0 )) -gt "$BUDGET" ]; then echo "skipped: time budget" > "$name.txt"; return; fi
   case $v in
-    table|engine|tcp|rs64k|rs256k|rs1m)
-      local set=() algo=()
+    table|before|engine|tcp|rs64k|rs256k|rs1m)
+      local set=() algo=() bundle=$BUNDLE
       case $v in
+        before) bundle=${BEFORE:?BEFORE names the bundle of the build before}
+                case $bundle in /*) ;; *) bundle=$PWD/$bundle ;; esac
+                set=(LD_LIBRARY_PATH=$bundle) ;;
         engine) set=(MCCL_SHM_STAGE_BYTES=0) ;;
         tcp) set=(MCCL_TRANSPORT=tcp) ;;
         rs*)
           set=(MCCL_SHM_STAGE_BYTES=${v#rs}) # 64k, 256k, 1m: byte sizes are case-insensitive
           case $op in allreduce|reduce) algo=(-a board_rs) ;; *) algo=(-a board_stage) ;; esac ;;
       esac
-      env "${set[@]}" python3 tools/mcclrun --timeout 300 -n "$n" -- "$BUNDLE/mccl-bench" -o "$op" "${algo[@]}" $SZ \
+      env "${set[@]}" python3 tools/mcclrun --timeout 300 -n "$n" -- "$bundle/mccl-bench" -o "$op" "${algo[@]}" $SZ \
         --json "$name.jsonl" > "$name.txt" 2>&1 ;;
     mpi|mpitcp)
       if [ -x "$MPI" ]; then

@@ -15,9 +15,9 @@ import re
 import statistics
 import sys
 
-VARIANTS = ["table", "engine", "rs64k", "rs256k", "rs1m", "mpi", "tcp", "mpitcp"]
+VARIANTS = ["table", "before", "engine", "rs64k", "rs256k", "rs1m", "mpi", "tcp", "mpitcp"]
 # Whose Open MPI run each variant is compared with: its transport's.
-BASELINE = {"table": "mpi", "engine": "mpi", "rs64k": "mpi", "rs256k": "mpi", "rs1m": "mpi", "tcp": "mpitcp"}
+BASELINE = {"table": "mpi", "before": "mpi", "engine": "mpi", "rs64k": "mpi", "rs256k": "mpi", "rs1m": "mpi", "tcp": "mpitcp"}
 
 
 def size(b):

@@ -298,7 +298,7 @@ const setting_def setting_table[] = {
   {"MCCL_SHM_STAGE_BYTES", "1M", "0, or a multiple of 4K between 4K and 64M (suffixes K, M, G; e.g. 256K)",
    "When every rank is on one host and the board is on: each rank's stage on the board for "
    "collectives above MCCL_SHM_BOARD_BYTES (above MCCL_INLINE_BYTES on the communicator's board thread), "
-   "and allreduces and reduces whose ranks' inputs add up to 64K or more. Allreduce and reduce of 3 "
+   "and allreduces and reduces whose ranks' inputs add up to 16K or more. Allreduce and reduce of 3 "
    "or more ranks run as board_rs (every rank stages its input, reduces one slice of everyone's and "
    "copies the reduced whole out; a reduce, its root only; two ranks keep the links' direct exchange); "
    "broadcast, allgather and reduce_scatter as board_stage "

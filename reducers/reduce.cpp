@@ -129,6 +129,25 @@ void reduce3(redop op, dtype t, void* dst, const void* a, const void* b, std::si
                                   + " on dtype " + to_string(t));
 }
 
+void reduce_many(redop op, dtype t, void* dst, const void* const* sources, std::size_t k, std::size_t n) {
+  require_supported(op, t, "reduce_many");
+  if (k == 0)
+    throw error(errc::invalid_argument, "reduce_many: no source");
+  if (n == 0)
+    return;
+  require_buffers("reduce_many", n, {dst, sources});
+  for (std::size_t i = 0; i < k; ++i)
+    require_buffers("reduce_many", n, {sources[i]});
+  if (k == 1) {
+    if (dst != sources[0])
+      std::memmove(dst, sources[0], n * dtype_size(t));
+    return;
+  }
+  if (!detail::reduce_many_kernel(op, t, dst, sources, k, n))
+    throw error(errc::internal, std::string("reduce_many: no kernel for reduction ") + to_string(op) + " on dtype "
+                                  + to_string(t));
+}
+
 void finish_avg(dtype t, void* dst, std::size_t n, int world) {
   require_supported(redop::avg, t, "finish_avg");
   if (world < 1)

@@ -360,60 +360,97 @@ HWY_INLINE void Run(Op op, void* dst_v, const void* a_v, const void* b_v, std::s
 }
 
 // -- per-dtype dispatch ---------------------------------------------------------
+// WithKernel calls fn(B{}, Op{}) with the block type and operation of
+// (op, t), or returns false when there is none: one switch that every entry
+// point below shares.
 
-template <class C>
-bool RunFloat(redop op, void* dst, const void* a, const void* b, std::size_t n) {
+template <class C, class Fn>
+bool WithFloatOp(redop op, Fn&& fn) {
   switch (op) {
     case redop::sum:
-    case redop::avg: Run<C>(OpSum{}, dst, a, b, n); return true;
-    case redop::prod: Run<C>(OpProd{}, dst, a, b, n); return true;
-    case redop::min: Run<C>(OpMin{}, dst, a, b, n); return true;
-    case redop::max: Run<C>(OpMax{}, dst, a, b, n); return true;
+    case redop::avg: fn(C{}, OpSum{}); return true;
+    case redop::prod: fn(C{}, OpProd{}); return true;
+    case redop::min: fn(C{}, OpMin{}); return true;
+    case redop::max: fn(C{}, OpMax{}); return true;
     default: return false;
   }
 }
 
-template <class T>
-bool RunInt(redop op, void* dst, const void* a, const void* b, std::size_t n) {
+template <class T, class Fn>
+bool WithIntOp(redop op, Fn&& fn) {
+  using C = Plain<T>;
   switch (op) {
-    case redop::band: Run<Plain<T>>(OpAnd{}, dst, a, b, n); return true;
-    case redop::bor: Run<Plain<T>>(OpOr{}, dst, a, b, n); return true;
-    case redop::bxor: Run<Plain<T>>(OpXor{}, dst, a, b, n); return true;
-    default: return RunFloat<Plain<T>>(op, dst, a, b, n);  // arithmetic ops are shared
+    case redop::band: fn(C{}, OpAnd{}); return true;
+    case redop::bor: fn(C{}, OpOr{}); return true;
+    case redop::bxor: fn(C{}, OpXor{}); return true;
+    default: return WithFloatOp<C>(op, fn);  // arithmetic ops are shared
   }
 }
 
-bool RunBool(redop op, void* dst, const void* a, const void* b, std::size_t n) {
+template <class Fn>
+bool WithBoolOp(redop op, Fn&& fn) {
   using C = Plain<uint8_t>;
   switch (op) {
     case redop::sum:
     case redop::max:
-    case redop::bor: Run<C>(OpLogicalOr{}, dst, a, b, n); return true;
+    case redop::bor: fn(C{}, OpLogicalOr{}); return true;
     case redop::prod:
     case redop::min:
-    case redop::band: Run<C>(OpLogicalAnd{}, dst, a, b, n); return true;
-    case redop::bxor: Run<C>(OpLogicalXor{}, dst, a, b, n); return true;
+    case redop::band: fn(C{}, OpLogicalAnd{}); return true;
+    case redop::bxor: fn(C{}, OpLogicalXor{}); return true;
     default: return false;
   }
 }
 
-bool Reduce3(redop op, dtype t, void* dst, const void* a, const void* b, std::size_t n) {
+template <class Fn>
+bool WithKernel(redop op, dtype t, Fn&& fn) {
   switch (t) {
-    case dtype::float32: return RunFloat<Plain<float>>(op, dst, a, b, n);
-    case dtype::float64: return RunFloat<Plain<double>>(op, dst, a, b, n);
-    case dtype::float16: return RunFloat<F16>(op, dst, a, b, n);
-    case dtype::bfloat16: return RunFloat<BF16>(op, dst, a, b, n);
-    case dtype::int8: return RunInt<int8_t>(op, dst, a, b, n);
-    case dtype::uint8: return RunInt<uint8_t>(op, dst, a, b, n);
-    case dtype::int32: return RunInt<int32_t>(op, dst, a, b, n);
-    case dtype::int64: return RunInt<int64_t>(op, dst, a, b, n);
-    case dtype::boolean: return RunBool(op, dst, a, b, n);
-    case dtype::int16: return RunInt<int16_t>(op, dst, a, b, n);
-    case dtype::uint16: return RunInt<uint16_t>(op, dst, a, b, n);
-    case dtype::uint32: return RunInt<uint32_t>(op, dst, a, b, n);
-    case dtype::uint64: return RunInt<uint64_t>(op, dst, a, b, n);
+    case dtype::float32: return WithFloatOp<Plain<float>>(op, fn);
+    case dtype::float64: return WithFloatOp<Plain<double>>(op, fn);
+    case dtype::float16: return WithFloatOp<F16>(op, fn);
+    case dtype::bfloat16: return WithFloatOp<BF16>(op, fn);
+    case dtype::int8: return WithIntOp<int8_t>(op, fn);
+    case dtype::uint8: return WithIntOp<uint8_t>(op, fn);
+    case dtype::int32: return WithIntOp<int32_t>(op, fn);
+    case dtype::int64: return WithIntOp<int64_t>(op, fn);
+    case dtype::boolean: return WithBoolOp(op, fn);
+    case dtype::int16: return WithIntOp<int16_t>(op, fn);
+    case dtype::uint16: return WithIntOp<uint16_t>(op, fn);
+    case dtype::uint32: return WithIntOp<uint32_t>(op, fn);
+    case dtype::uint64: return WithIntOp<uint64_t>(op, fn);
   }
   return false;
+}
+
+bool Reduce3(redop op, dtype t, void* dst, const void* a, const void* b, std::size_t n) {
+  return WithKernel(op, t, [&](auto block, auto o) { Run<decltype(block)>(o, dst, a, b, n); });
+}
+
+// dst = sources[0] op sources[1] op ... in that order, one source at a time
+// over all n elements: the same steps, and so the same bits, as reduce3 and
+// then reduce for each further source, without choosing the kernel again
+// for every source (a tiny op of many ranks is mostly that choice).
+bool ReduceMany(redop op, dtype t, void* dst, const void* const* sources, std::size_t k, std::size_t n) {
+  return WithKernel(op, t, [&](auto block, auto o) {
+    using B = decltype(block);
+    if (n < B::Count()) {
+      // Less than one vector: the running result stays in a vector's
+      // buffer from source to source instead of going through dst each time.
+      HWY_ALIGN uint8_t acc[HWY_MAX_BYTES] = {};
+      HWY_ALIGN uint8_t next[HWY_MAX_BYTES] = {};
+      const std::size_t bytes = n * B::kSize;
+      std::memcpy(acc, sources[0], bytes);
+      for (std::size_t i = 1; i < k; ++i) {
+        std::memcpy(next, sources[i], bytes);
+        B::Apply(o, acc, acc, next);
+      }
+      std::memcpy(dst, acc, bytes);
+      return;
+    }
+    Run<B>(o, dst, sources[0], sources[1], n);
+    for (std::size_t i = 2; i < k; ++i)
+      Run<B>(o, dst, dst, sources[i], n);
+  });
 }
 
 bool DivideFloat(dtype t, void* dst, std::size_t n, int world) {
@@ -532,6 +569,7 @@ namespace mccl::detail {
 // Unqualified names: HWY_DYNAMIC_DISPATCH pastes them into per-target
 // names, and a qualified one breaks builds with a single target.
 HWY_EXPORT(Reduce3);
+HWY_EXPORT(ReduceMany);
 HWY_EXPORT(DivideFloat);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(Narrow);
@@ -539,6 +577,10 @@ HWY_EXPORT(Widen);
 
 bool reduce_kernel(redop op, dtype t, void* dst, const void* a, const void* b, std::size_t n) {
   return HWY_DYNAMIC_DISPATCH(Reduce3)(op, t, dst, a, b, n);
+}
+
+bool reduce_many_kernel(redop op, dtype t, void* dst, const void* const* sources, std::size_t k, std::size_t n) {
+  return HWY_DYNAMIC_DISPATCH(ReduceMany)(op, t, dst, sources, k, n);
 }
 
 bool divide_float_kernel(dtype t, void* dst, std::size_t n, int world) {

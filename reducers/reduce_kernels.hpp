@@ -18,6 +18,11 @@ namespace mccl::detail {
 /// and/or b. Returns false when there is no kernel for (op, t).
 bool reduce_kernel(redop op, dtype t, void* dst, const void* a, const void* b, std::size_t n);
 
+/// dst = sources[0] op sources[1] op ... op sources[k - 1] (k >= 2), folded
+/// in that order. dst may be exactly sources[0] or sources[1]. False when
+/// there is no kernel for (op, t).
+bool reduce_many_kernel(redop op, dtype t, void* dst, const void* const* sources, std::size_t k, std::size_t n);
+
 /// dst[i] /= world for the floating dtypes (float16/bfloat16 divide in
 /// float32 and round to nearest even). Returns false for other dtypes.
 bool divide_float_kernel(dtype t, void* dst, std::size_t n, int world);

@@ -12,6 +12,7 @@ namespace {
 
 using transport::board_tag;
 using transport::shm_board;
+using board_detail::rank_sources;
 using board_detail::wait_all;
 
 /// What this rank posts: its whole input, or nothing.
@@ -32,13 +33,10 @@ std::size_t posted_bytes(const op_request& op, int rank, int world) noexcept {
 
 /// Reduces every rank's posted input into `out` in rank order 0..n-1.
 void reduce_all(const op_request& op, const board_call& call, void* out) {
-  auto part = [&](int p) -> const void* {
+  rank_sources parts(call.world, [&](int p) -> const void* {
     return p == call.rank ? op.send : call.board->bytes_of(p, call.n);
-  };
-  if (out != part(0))
-    std::memmove(out, part(0), op.bytes());
-  for (int p = 1; p < call.world; ++p)
-    reduce(op.op, op.type, out, part(p), op.count);
+  });
+  reduce_many(op.op, op.type, out, parts.data(), parts.size(), op.count);
   if (op.op == redop::avg)
     finish_avg(op.type, out, op.count, call.world);
 }
@@ -165,7 +163,7 @@ board_outcome run_on_board(const op_request& op, const board_call& call) {
   auto mine = board_tag_of(op, call.world);
   // The input goes onto the board first: the result may overwrite the
   // caller's buffer (in place) while peers still read our bank.
-  call.board->post(call.n, call.seq, mine, op.send, posted_bytes(op, call.rank, call.world));
+  call.board->post(call.n, mine, op.send, posted_bytes(op, call.rank, call.world));
   auto waited = wait_all(call, mine, call.n, [] { return std::string("board exchange"); });
   if (waited.code != errc::none)
     return waited;
@@ -203,10 +201,8 @@ board_outcome run_on_board(const op_request& op, const board_call& call) {
         // order; its own from the board too, since its output may lie in
         // its input (in place).
         auto block = static_cast<std::size_t>(call.rank) * bytes;
-        auto part = [&](int p) { return static_cast<const uint8_t*>(call.board->bytes_of(p, call.n)) + block; };
-        std::memmove(op.recv, part(0), bytes);
-        for (int p = 1; p < call.world; ++p)
-          reduce(op.op, op.type, op.recv, part(p), op.count);
+        rank_sources parts(call.world, [&](int p) -> const void* { return call.board->bytes_of(p, call.n) + block; });
+        reduce_many(op.op, op.type, op.recv, parts.data(), parts.size(), op.count);
         if (op.op == redop::avg)
           finish_avg(op.type, op.recv, op.count, call.world);
       }

@@ -46,12 +46,12 @@ bool fits_board(const op_request& op, int world, std::size_t slot_bytes) noexcep
 /// An allreduce that fits the banks still takes board_rs once all ranks'
 /// inputs together reach this: on the banks every rank reads and reduces
 /// all of them, on board_rs a 1/world share, for one more flag round.
-/// Measured on the 64-core machine (docs/performance.md, "Allreduce on the
-/// host board's stage"): board_rs took 10-14 us against the banks' 15-29 us
-/// at 16 KiB on 4 and 8 ranks (64 and 128 KiB in all), 12 against 19 us at
-/// 4 KiB on 16 ranks, and tied at 32 KiB in all (2 ranks at 16 KiB, 8 ranks
-/// at 4 KiB).
-constexpr std::size_t board_rs_from_total_bytes = std::size_t{64} << 10;
+/// Measured on the 64-core machine (docs/performance.md, "Tiny ops on the
+/// host board"), board_rs forced against the banks at 16 KiB in all:
+/// 3.7 against 4.7 us on 4 ranks (4 KiB each), 3.9 against 4.8 on 8,
+/// 4.7 against 5.6 on 16 and 5.8 against 7.9 on 32; at 8 KiB in all they
+/// tied on 4 to 16 ranks (2.5-4.2 us).
+constexpr std::size_t board_rs_from_total_bytes = std::size_t{16} << 10;
 
 /// Whether a rank of `world` that reduces `source_bytes` from each rank's
 /// stage bank (its share of a board_rs piece, its block of a reduce_scatter

@@ -12,6 +12,7 @@
 namespace mccl {
 namespace {
 
+using board_detail::rank_sources;
 using board_detail::wait_all;
 
 /// "board_stage piece 2 of 5": where a wait failed.
@@ -34,12 +35,11 @@ template <class Source>
 void reduce_in_rank_order(const op_request& op, uint8_t* dst, Source source, int world, int rank,
                           std::size_t count) {
   auto bytes = count * op.elem_size();
+  rank_sources sources(world, [&](int p) -> const void* { return source(p); });
   if (prefetch_stage_reads(world, bytes))
     for (int i = 0; i < world; ++i)
-      prefetch(source((rank + i) % world), bytes);
-  reduce3(op.op, op.type, dst, source(0), source(1), count);
-  for (int p = 2; p < world; ++p)
-    reduce(op.op, op.type, dst, source(p), count);
+      prefetch(static_cast<const uint8_t*>(sources.data()[(rank + i) % world]), bytes);
+  reduce_many(op.op, op.type, dst, sources.data(), sources.size(), count);
 }
 
 } // namespace
@@ -67,7 +67,7 @@ board_outcome run_board_rs(const op_request& op, const board_call& call) {
     // output of piece j - 1 never reaches input not yet staged.
     if (j < pieces)
       std::memcpy(board->stage_of(call.rank, n), in + j * piece * elem, piece_count(j) * elem);
-    board->post(n, call.seq, mine, nullptr, 0);
+    board->post(n, mine, nullptr, 0);
     auto waited = wait_all(call, mine, n, [&] {
       return piece_name("board_rs", std::min(j + 1, pieces), pieces) + " ("
              + (j == 0 ? "staging" : j < pieces ? "staging the next, gathering the last" : "gathering") + ")";
@@ -135,7 +135,7 @@ board_outcome run_board_stage(const op_request& op, const board_call& call) {
       default:
         break;
     }
-    board->post(n, call.seq, mine, nullptr, 0);
+    board->post(n, mine, nullptr, 0);
     auto waited = wait_all(call, mine, n, [&] { return piece_name("board_stage", j + 1, pieces); });
     if (waited.code != errc::none)
       return waited;

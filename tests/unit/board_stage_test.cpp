@@ -110,7 +110,7 @@ board_call call_for(shm_board& board, int world, uint64_t n, uint64_t seq,
 /// later, and its peers' communicators say so from then on.
 board_outcome post_first_piece_and_go(shm_board& board, const mccl::op_request& req, int world,
                                       std::atomic<bool>& lost) {
-  board.post(0, 0, mccl::board_tag_of(req, world), nullptr, 0);
+  board.post(0, mccl::board_tag_of(req, world), nullptr, 0);
   std::this_thread::sleep_for(100ms);
   lost = true;
   return {};
@@ -158,12 +158,16 @@ TEST(BoardRs, SharesCoverEveryPieceOnceAndFitTheResultBank) {
 TEST(BoardRs, TheTableTakesItAboveTheBanksOrForManyRanksAndMcclAlgoForcesIt) {
   mccl::op_request op;
   op.type = dtype::float32;
-  op.count = 1024; // 4 KiB: the banks up to 8 ranks (32 KiB in all)
+  op.count = 256; // 1 KiB: the banks up to 8 ranks (8 KiB in all)
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "board");
   EXPECT_EQ(mccl::board_algorithm(op, 8, 16384, 262144, ""), "board");
-  EXPECT_EQ(mccl::board_algorithm(op, 16, 16384, 262144, ""), "board_rs") << "64 KiB in all";
+  EXPECT_EQ(mccl::board_algorithm(op, 16, 16384, 262144, ""), "board_rs") << "16 KiB in all";
   EXPECT_EQ(mccl::board_algorithm(op, 32, 16384, 262144, ""), "board_rs");
   EXPECT_EQ(mccl::board_algorithm(op, 32, 16384, 0, ""), "board") << "no stage: the banks";
+  op.count = 1024; // 4 KiB
+  EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, ""), "board") << "two ranks keep the banks";
+  EXPECT_EQ(mccl::board_algorithm(op, 3, 16384, 262144, ""), "board") << "12 KiB in all";
+  EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "board_rs") << "16 KiB in all";
   op.count = 4096; // 16 KiB: 2 ranks keep the banks, 4 take the stage
   EXPECT_EQ(mccl::board_algorithm(op, 2, 16384, 262144, ""), "board");
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "board_rs");
@@ -175,11 +179,11 @@ TEST(BoardRs, TheTableTakesItAboveTheBanksOrForManyRanksAndMcclAlgoForcesIt) {
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, "ring"), "") << "MCCL_ALGO names another";
   op.count = std::size_t{16} << 20; // 64 MiB: still the stage, in pieces
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "board_rs");
-  op.count = 1024;
+  op.count = 256;
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, "board_rs"), "board_rs") << "named: every size";
   op.kind = mccl::op_kind::reduce; // the same rule: a reduce-scatter and a gather to the root
   EXPECT_EQ(mccl::board_algorithm(op, 4, 16384, 262144, ""), "board");
-  EXPECT_EQ(mccl::board_algorithm(op, 16, 16384, 262144, ""), "board_rs") << "64 KiB in all";
+  EXPECT_EQ(mccl::board_algorithm(op, 16, 16384, 262144, ""), "board_rs") << "16 KiB in all";
 }
 
 TEST(BoardStage, TheTableTakesItAboveTheBanksForBroadcastAllgatherAndReduceScatter) {

@@ -760,6 +760,90 @@ TEST(reduce, reduce3_aliasing) {
   });
 }
 
+namespace {
+
+/// Element i of two arrays of `t` holds the same value: the same bytes, or
+/// NaN in both (which NaN an operation returns when both its operands are
+/// NaN is the compiler's choice of operand order: IEEE 754 leaves it open).
+bool same_element(dtype t, const uint8_t* a, const uint8_t* b, std::size_t i) {
+  auto size = dtype_size(t);
+  if (std::memcmp(a + i * size, b + i * size, size) == 0)
+    return true;
+  switch (t) {
+    case dtype::float32: return std::isnan(load<float>(a, i)) && std::isnan(load<float>(b, i));
+    case dtype::float64: return std::isnan(load<double>(a, i)) && std::isnan(load<double>(b, i));
+    case dtype::float16: return is_nan16(f16_fmt, load<uint16_t>(a, i)) && is_nan16(f16_fmt, load<uint16_t>(b, i));
+    case dtype::bfloat16:
+      return is_nan16(bf16_fmt, load<uint16_t>(a, i)) && is_nan16(bf16_fmt, load<uint16_t>(b, i));
+    default: return false;
+  }
+}
+
+} // namespace
+
+TEST(reduce, reduce_many_gives_the_bits_of_one_reduce_per_source) {
+  // Random bytes of every dtype (floats: any bit pattern, NaN and inf
+  // included) from k sources, folded by reduce_many and by a copy plus one
+  // reduce() per further source: the same bytes, NaN's payload aside.
+  kernel_test::for_each_kernel_target([] {
+    std::mt19937_64 rng(7);
+    int checked = 0;
+    for (auto t : all_types)
+      for (auto op : all_ops) {
+        if (!expected_supported(op, t))
+          continue;
+        for (std::size_t k : {1, 2, 3, 5, 33})
+          for (std::size_t n : {1, 7, 70, 1000}) {
+            auto bytes = n * dtype_size(t);
+            std::vector<std::vector<uint8_t>> src(k, std::vector<uint8_t>(bytes + 1));
+            std::vector<const void*> at;
+            for (auto& v : src) {
+              for (auto& b : v)
+                b = static_cast<uint8_t>(rng());
+              at.push_back(v.data() + 1); // misaligned, as a chunk may be
+            }
+            std::vector<uint8_t> want(bytes), got(bytes);
+            std::memcpy(want.data(), at[0], bytes);
+            for (std::size_t i = 1; i < k; ++i)
+              reduce(op, t, want.data(), at[i], n);
+            reduce_many(op, t, got.data(), at.data(), k, n);
+            for (std::size_t i = 0; i < n; ++i)
+              ASSERT_TRUE(same_element(t, got.data(), want.data(), i))
+                << to_string(op) << "/" << to_string(t) << " k=" << k << " n=" << n << " at " << i;
+            if (k >= 2) { // into the first source, as in place
+              auto* first = static_cast<uint8_t*>(const_cast<void*>(at[0]));
+              reduce_many(op, t, first, at.data(), k, n);
+              for (std::size_t i = 0; i < n; ++i)
+                ASSERT_TRUE(same_element(t, first, want.data(), i)) << to_string(op) << "/" << to_string(t) << " in place";
+            }
+            ++checked;
+          }
+      }
+    EXPECT_EQ(checked, 91 * 5 * 4);
+  });
+}
+
+TEST(reduce, reduce_many_names_what_is_wrong) {
+  float a = 1, b = 2, out = 0;
+  const void* two[] = {&a, &b};
+  const void* with_null[] = {&a, nullptr};
+  EXPECT_THROW(reduce_many(redop::sum, dtype::float32, &out, two, 0, 1), error);
+  try {
+    reduce_many(redop::sum, dtype::float32, &out, with_null, 2, 1);
+    ADD_FAILURE() << "a null source with n = 1 is an error";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("reduce_many: null buffer"), std::string::npos) << e.what();
+  }
+  try {
+    reduce_many(redop::band, dtype::float32, &out, two, 2, 1);
+    ADD_FAILURE() << "band on float32 is not a reduction";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("reduce_many"), std::string::npos) << e.what();
+  }
+  reduce_many(redop::sum, dtype::float32, &out, two, 2, 1);
+  EXPECT_EQ(out, 3.0f);
+}
+
 // ---- float32 payloads as 16-bit floats (compression on the wire) --------------
 
 namespace {

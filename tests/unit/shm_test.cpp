@@ -436,13 +436,11 @@ TEST(ShmBoard, ThreeRanksExchangeManyOpsThroughTwoBanks) {
     threads.emplace_back([&, r] {
       for (int n = 0; n < ops; ++n) {
         uint32_t mine = static_cast<uint32_t>(n * 10 + r);
-        b.ranks[r]->post(n, n, tag(7), &mine, sizeof mine);
+        b.ranks[r]->post(n, tag(7), &mine, sizeof mine);
         for (int p = 0; p < world; ++p) {
           if (p == r)
             continue;
-          board_tag theirs;
-          uint64_t issued;
-          if (b.ranks[r]->wait(p, n, n, tag(7), patient(), &theirs, &issued) != shm_board::wait_result::posted) {
+          if (b.ranks[r]->wait(p, n, n, tag(7), patient()).result != shm_board::wait_result::posted) {
             ++wrong;
             return;
           }
@@ -460,28 +458,26 @@ TEST(ShmBoard, ThreeRanksExchangeManyOpsThroughTwoBanks) {
 
 TEST(ShmBoard, AnotherTagOrAnotherPathIsSeenAtOnce) {
   board_views b(2, 64);
-  board_tag theirs;
-  uint64_t issued;
-  b.ranks[1]->post(0, 0, tag(2), nullptr, 0);
-  EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), patient(), &theirs, &issued), shm_board::wait_result::other_tag);
-  EXPECT_EQ(theirs, tag(2));
+  b.ranks[1]->post(0, tag(2), nullptr, 0);
+  auto w = b.ranks[0]->wait(1, 0, 0, tag(1), patient());
+  EXPECT_EQ(w.result, shm_board::wait_result::other_tag);
+  EXPECT_EQ(w.theirs, tag(2));
   // Rank 1 issued seq 1 on the other path (noted, not posted).
   b.ranks[1]->note(1, tag(9));
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(b.ranks[0]->wait(1, 1, 1, tag(1), patient(), &theirs, &issued), shm_board::wait_result::other_path);
-  EXPECT_EQ(theirs, tag(9));
+  w = b.ranks[0]->wait(1, 1, 1, tag(1), patient());
+  EXPECT_EQ(w.result, shm_board::wait_result::other_path);
+  EXPECT_EQ(w.theirs, tag(9));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
 }
 
 TEST(ShmBoard, WaitsEndOnDeadlineStopOrDeparture) {
   board_views b(2, 64);
-  board_tag theirs;
-  uint64_t issued = 0;
   int asleep = 0;
   auto how = patient(150ms);
   how.asleep = [&] { ++asleep; };
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), how, &theirs, &issued), shm_board::wait_result::timed_out);
+  EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), how).result, shm_board::wait_result::timed_out);
   auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_GE(took, 150ms);
   EXPECT_LT(took, 2s);
@@ -491,26 +487,102 @@ TEST(ShmBoard, WaitsEndOnDeadlineStopOrDeparture) {
   auto stopping = patient();
   stopping.stop = [&] { return stop.load(); };
   std::thread stopper([&] { std::this_thread::sleep_for(50ms); stop = true; });
-  EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), stopping, &theirs, &issued), shm_board::wait_result::stopped);
+  EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), stopping).result, shm_board::wait_result::stopped);
   stopper.join();
 
   b.ranks[1]->depart(0);
-  EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), patient(), &theirs, &issued), shm_board::wait_result::departed);
-  EXPECT_EQ(issued, 0u);
+  auto departed = b.ranks[0]->wait(1, 0, 0, tag(1), patient());
+  EXPECT_EQ(departed.result, shm_board::wait_result::departed);
+  EXPECT_EQ(departed.peer, 1);
+  EXPECT_EQ(departed.issued, 0u);
 }
 
 TEST(ShmBoard, ASleepingWaiterIsWokenByThePost) {
   board_views b(2, 64);
-  board_tag theirs;
-  uint64_t issued;
   auto how = patient();
   how.spin = 0us; // straight to the futex
   std::thread poster([&] {
     std::this_thread::sleep_for(30ms);
-    b.ranks[1]->post(0, 0, tag(1), nullptr, 0);
+    b.ranks[1]->post(0, tag(1), nullptr, 0);
   });
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), how, &theirs, &issued), shm_board::wait_result::posted);
+  EXPECT_EQ(b.ranks[0]->wait(1, 0, 0, tag(1), how).result, shm_board::wait_result::posted);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  poster.join();
+}
+
+TEST(ShmBoard, AWaitForAllPeersReadsThemAllAndNamesTheLowestMissing) {
+  board_views b(4, 64);
+  b.ranks[2]->post(0, tag(1), nullptr, 0);
+  b.ranks[3]->post(0, tag(1), nullptr, 0);
+  auto w = b.ranks[0]->wait_all(0, 0, tag(1), patient(100ms));
+  EXPECT_EQ(w.result, shm_board::wait_result::timed_out);
+  EXPECT_EQ(w.peer, 1) << "the lowest rank that has not posted";
+  EXPECT_EQ(w.posted, 2) << "ranks 2 and 3 posted";
+  b.ranks[1]->post(0, tag(1), nullptr, 0);
+  w = b.ranks[0]->wait_all(0, 0, tag(1), patient());
+  EXPECT_EQ(w.result, shm_board::wait_result::posted);
+  EXPECT_EQ(w.posted, 3);
+}
+
+TEST(ShmBoard, AnotherTagFromAHigherRankIsSeenWhileALowerOneHasNotPosted) {
+  board_views b(4, 64);
+  b.ranks[3]->post(0, tag(5), nullptr, 0);
+  auto t0 = std::chrono::steady_clock::now();
+  auto w = b.ranks[0]->wait_all(0, 0, tag(1), patient());
+  EXPECT_EQ(w.result, shm_board::wait_result::other_tag);
+  EXPECT_EQ(w.peer, 3);
+  EXPECT_EQ(w.theirs, tag(5));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s) << "not after rank 1's deadline";
+}
+
+TEST(ShmBoard, FourRanksExchangeBytesInAndBeyondTheCounterLine) {
+  // 100 bytes: the first 32 share the cache line of the bank's counter,
+  // the rest follow it.
+  constexpr int world = 4;
+  constexpr std::size_t bytes = 100;
+  board_views b(world, 128);
+  constexpr int ops = 1000;
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<uint8_t> mine(bytes);
+      for (int n = 0; n < ops; ++n) {
+        for (std::size_t i = 0; i < bytes; ++i)
+          mine[i] = static_cast<uint8_t>(n * 7 + r * 31 + i);
+        b.ranks[r]->post(n, tag(7), mine.data(), bytes);
+        if (b.ranks[r]->wait_all(n, n, tag(7), patient()).result != shm_board::wait_result::posted) {
+          ++wrong;
+          return;
+        }
+        for (int p = 0; p < world; ++p) {
+          const uint8_t* theirs = b.ranks[r]->bytes_of(p, n);
+          for (std::size_t i = 0; i < bytes; ++i)
+            if (theirs[i] != static_cast<uint8_t>(n * 7 + p * 31 + i)) {
+              ++wrong; // a bank overwritten before this rank read it, or read before it was written
+              break;
+            }
+        }
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST(ShmBoard, ASleepingWaitForAllIsWokenByTheLastPost) {
+  board_views b(3, 64);
+  auto how = patient();
+  how.spin = 0us; // straight to the futex
+  std::thread poster([&] {
+    std::this_thread::sleep_for(20ms);
+    b.ranks[2]->post(0, tag(1), nullptr, 0);
+    std::this_thread::sleep_for(20ms);
+    b.ranks[1]->post(0, tag(1), nullptr, 0);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(b.ranks[0]->wait_all(0, 0, tag(1), how).result, shm_board::wait_result::posted);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   poster.join();
 }

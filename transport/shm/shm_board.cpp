@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <utility>
+#include <vector>
 
 namespace mccl::transport {
 namespace {
@@ -39,30 +40,47 @@ bool has_posted(uint32_t posted, uint64_t n) noexcept {
   return static_cast<int32_t>(posted - static_cast<uint32_t>(n + 1)) >= 0;
 }
 
-/// A slot's header takes one page; its banks follow, cache-line aligned
-/// (the stage and result banks page aligned).
+/// A slot's header takes one page; its banks follow, each after its line's
+/// head (the stage and result banks page aligned).
 constexpr std::size_t slot_header_bytes = 4096;
 
 std::size_t round_up(std::size_t n, std::size_t to) noexcept {
   return (n + to - 1) / to * to;
 }
 
+} // namespace
+
+/// The head of a bank: its counter and tag, in the cache line that holds
+/// the bank's first bytes too (they follow at offset 32).
+struct shm_board::bank_line {
+  alignas(64) std::atomic<uint32_t> posted{0};
+  uint32_t unused = 0;
+  board_tag tag;
+};
+
+namespace {
+
+constexpr std::size_t bank_head_bytes = 32;
+static_assert(sizeof(board_tag) + 8 == bank_head_bytes, "a bank's head is its counter and tag");
+
+/// One bank with its head, in whole cache lines.
+std::size_t bank_stride_of(std::size_t slot_bytes) noexcept {
+  return round_up(bank_head_bytes + slot_bytes, 64);
+}
+
 /// One slot: header, two banks, two stage banks, two result banks.
 std::size_t stride_of(std::size_t slot_bytes, std::size_t stage_bytes, std::size_t result_bytes) noexcept {
-  return round_up(slot_header_bytes + 2 * slot_bytes, stage_bytes > 0 ? 4096 : 64) + 2 * stage_bytes
+  return round_up(slot_header_bytes + 2 * bank_stride_of(slot_bytes), stage_bytes > 0 ? 4096 : 64) + 2 * stage_bytes
          + 2 * result_bytes;
 }
 
 } // namespace
 
-/// A rank's slot: its counter alone on a cache line (the peers spin on it),
-/// the tags of both banks, its seq log, then the banks.
+/// A rank's slot header: whether it finalized, and its seq log. Its banks
+/// follow (bank_line).
 struct shm_board::slot {
-  alignas(64) std::atomic<uint32_t> posted{0};
   /// Collectives issued + 1 once the rank finalized; 0 while it runs.
-  std::atomic<uint64_t> departed_issued_plus_one{0};
-  alignas(64) board_tag tags[2];
-  uint64_t seqs[2] = {0, 0};
+  alignas(64) std::atomic<uint64_t> departed_issued_plus_one{0};
   log_entry log[log_entries];
 };
 
@@ -81,16 +99,22 @@ std::size_t shm_board::segment_bytes(int world, std::size_t slot_bytes, std::siz
 
 shm_board::shm_board(shm_segment segment, int world, int rank, std::size_t slot_bytes, std::size_t stage_bytes)
   : segment_(std::move(segment)), world_(world), rank_(rank), slot_bytes_(slot_bytes), stage_bytes_(stage_bytes),
-    result_bytes_(result_bytes(world, stage_bytes)), stride_(stride_of(slot_bytes, stage_bytes, result_bytes_)),
-    stage_offset_(round_up(slot_header_bytes + 2 * slot_bytes, 4096)), yield_while_polling_(cpus_per_rank(world) < 2) {}
+    result_bytes_(result_bytes(world, stage_bytes)), bank_stride_(bank_stride_of(slot_bytes)),
+    stride_(stride_of(slot_bytes, stage_bytes, result_bytes_)),
+    stage_offset_(round_up(slot_header_bytes + 2 * bank_stride_, 4096)), yield_while_polling_(cpus_per_rank(world) < 2) {}
 
 shm_board::slot& shm_board::slot_of(int r) const noexcept {
   auto* at = segment_.data() + 64 + static_cast<std::size_t>(r) * stride_;
   return *reinterpret_cast<slot*>(at);
 }
 
+shm_board::bank_line& shm_board::line_of(int r, uint64_t n) const noexcept {
+  auto* at = reinterpret_cast<uint8_t*>(&slot_of(r)) + slot_header_bytes + (n & 1) * bank_stride_;
+  return *reinterpret_cast<bank_line*>(at);
+}
+
 uint8_t* shm_board::bank_of(int r, uint64_t n) const noexcept {
-  return reinterpret_cast<uint8_t*>(&slot_of(r)) + slot_header_bytes + (n & 1) * slot_bytes_;
+  return reinterpret_cast<uint8_t*>(&line_of(r, n)) + bank_head_bytes;
 }
 
 uint8_t* shm_board::stage_of(int r, uint64_t n) const noexcept {
@@ -114,66 +138,124 @@ void shm_board::note(uint64_t seq, const board_tag& tag) {
 }
 
 void shm_board::depart(uint64_t issued) {
-  auto& s = slot_of(rank_);
-  s.departed_issued_plus_one.store(issued + 1, std::memory_order_seq_cst);
+  slot_of(rank_).departed_issued_plus_one.store(issued + 1, std::memory_order_seq_cst);
   auto* header = reinterpret_cast<board_header*>(segment_.data());
   if (header->sleepers.load(std::memory_order_seq_cst) > 0)
-    futex(&s.posted, FUTEX_WAKE, INT_MAX, nullptr);
+    for (uint64_t bank = 0; bank < 2; ++bank)
+      futex(&line_of(rank_, bank).posted, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void shm_board::post(uint64_t n, uint64_t seq, const board_tag& tag, const void* data, std::size_t bytes) {
-  auto& s = slot_of(rank_);
+void shm_board::post(uint64_t n, const board_tag& tag, const void* data, std::size_t bytes) {
+  auto& line = line_of(rank_, n);
   if (bytes > 0)
     std::memcpy(bank_of(rank_, n), data, bytes);
-  s.tags[n & 1] = tag;
-  s.seqs[n & 1] = seq;
-  s.posted.store(static_cast<uint32_t>(n + 1), std::memory_order_seq_cst);
+  line.tag = tag;
+  line.posted.store(static_cast<uint32_t>(n + 1), std::memory_order_seq_cst);
   auto* header = reinterpret_cast<board_header*>(segment_.data());
   if (header->sleepers.load(std::memory_order_seq_cst) > 0)
-    futex(&s.posted, FUTEX_WAKE, INT_MAX, nullptr);
+    futex(&line.posted, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-shm_board::wait_result shm_board::wait(int peer, uint64_t n, uint64_t seq, const board_tag& mine,
-                                       const waiting& how, board_tag* theirs, uint64_t* issued) {
-  auto& s = slot_of(peer);
+shm_board::waited shm_board::wait_all(uint64_t n, uint64_t seq, const board_tag& mine, const waiting& how) {
+  // The peers in rank order; on the stack up to a few hundred ranks.
+  constexpr int on_stack = 255;
+  int local[on_stack];
+  std::vector<int> many;
+  int* pending = local;
+  if (world_ - 1 > on_stack) {
+    many.resize(static_cast<std::size_t>(world_ - 1));
+    pending = many.data();
+  }
+  int count = 0;
+  for (int p = 0; p < world_; ++p)
+    if (p != rank_)
+      pending[count++] = p;
+  return wait_for(pending, count, n, seq, mine, how);
+}
+
+shm_board::waited shm_board::wait(int peer, uint64_t n, uint64_t seq, const board_tag& mine, const waiting& how) {
+  return wait_for(&peer, 1, n, seq, mine, how);
+}
+
+shm_board::waited shm_board::wait_for(int* pending, int count, uint64_t n, uint64_t seq, const board_tag& mine,
+                                      const waiting& how) {
   auto* header = reinterpret_cast<board_header*>(segment_.data());
-  auto& entry = s.log[seq % log_entries];
+  waited w;
+  int left = count;
   auto spin_until = clock::now() + how.spin;
   clock::time_point departed_seen{};
+  int departed_peer = -1;
   for (unsigned round = 0;; ++round) {
-    uint32_t posted = s.posted.load(std::memory_order_acquire);
-    if (has_posted(posted, n)) {
-      *theirs = s.tags[n & 1];
-      return *theirs == mine ? wait_result::posted : wait_result::other_tag;
-    }
-    if (round % 64 != 0)
-      continue;
-    // A collective of another path at our seq: its tag in the log.
-    auto at = entry.seq_plus_one.load(std::memory_order_acquire);
-    if (at == seq + 1) {
-      board_tag seen = entry.tag;
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (entry.seq_plus_one.load(std::memory_order_relaxed) == at && seen != mine) {
-        *theirs = seen;
-        return wait_result::other_path;
+    // One sweep: every counter not seen yet is read before any answer is
+    // acted on, so the lines of many peers are on their way at once.
+    int kept = 0;
+    for (int i = 0; i < left; ++i) {
+      int p = pending[i];
+      auto& line = line_of(p, n);
+      if (!has_posted(line.posted.load(std::memory_order_acquire), n)) {
+        pending[kept++] = p;
+        continue;
+      }
+      if (line.tag != mine) {
+        w.result = wait_result::other_tag;
+        w.peer = p;
+        w.theirs = line.tag;
+        w.posted = count - left;
+        return w;
       }
     }
-    if (how.stop())
-      return wait_result::stopped;
+    left = kept;
+    w.posted = count - left;
+    if (left == 0)
+      return w;
+    if (round % 64 != 0)
+      continue;
+    for (int i = 0; i < left; ++i) {
+      int p = pending[i];
+      auto& s = slot_of(p);
+      // A collective of another path at our seq: its tag in the log.
+      auto& entry = s.log[seq % log_entries];
+      auto at = entry.seq_plus_one.load(std::memory_order_acquire);
+      if (at == seq + 1) {
+        board_tag seen = entry.tag;
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (entry.seq_plus_one.load(std::memory_order_relaxed) == at && seen != mine) {
+          w.result = wait_result::other_path;
+          w.peer = p;
+          w.theirs = seen;
+          return w;
+        }
+      }
+    }
+    w.peer = pending[0]; // the lowest rank not posted, from here on
+    if (how.stop()) {
+      w.result = wait_result::stopped;
+      return w;
+    }
     auto now = clock::now();
     // A departure is the verdict only after a grace period in which an
     // ABORT the peer sent before leaving (over the links) may explain it.
-    auto departed = s.departed_issued_plus_one.load(std::memory_order_acquire);
-    if (departed != 0 && departed - 1 <= seq) {
-      if (departed_seen == clock::time_point{})
+    for (int i = 0; i < left; ++i) {
+      int p = pending[i];
+      auto departed = slot_of(p).departed_issued_plus_one.load(std::memory_order_acquire);
+      if (departed == 0 || departed - 1 > seq)
+        continue;
+      if (departed_peer != p) {
+        departed_peer = p;
         departed_seen = now;
-      if (now - departed_seen >= departure_grace) {
-        *issued = departed - 1;
-        return wait_result::departed;
       }
+      if (now - departed_seen >= departure_grace) {
+        w.result = wait_result::departed;
+        w.peer = p;
+        w.issued = departed - 1;
+        return w;
+      }
+      break; // one departure at a time is enough to time
     }
-    if (now >= how.deadline)
-      return wait_result::timed_out;
+    if (now >= how.deadline) {
+      w.result = wait_result::timed_out;
+      return w;
+    }
     if (now < spin_until) {
       // With more ranks than cores (4 ranks on 2 cores) the peer we wait
       // for may need this core to get here, and with one core each this
@@ -186,14 +268,16 @@ shm_board::wait_result shm_board::wait(int peer, uint64_t n, uint64_t seq, const
         ::sched_yield();
       continue;
     }
-    // Sleep on the peer's counter; a post in between makes the futex
-    // return at once (the value differs).
+    // Sleep on the counter of the lowest rank not posted; a post in
+    // between makes the futex return at once (the value differs).
     if (how.asleep)
       how.asleep();
+    auto& line = line_of(pending[0], n);
     header->sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (!has_posted(s.posted.load(std::memory_order_seq_cst), n)) {
+    auto posted = line.posted.load(std::memory_order_seq_cst);
+    if (!has_posted(posted, n)) {
       timespec t{0, 2'000'000}; // 2 ms: stop() and the deadline are checked between sleeps
-      futex(&s.posted, FUTEX_WAIT, posted, &t);
+      futex(&line.posted, FUTEX_WAIT, posted, &t);
     }
     header->sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }

@@ -6,16 +6,26 @@
 ///
 /// Every rank owns a slot with two banks. Board op n: each rank writes its
 /// bytes into bank n % 2 of its slot with the op's tag, then publishes
-/// `posted = n + 1`; each then waits until every peer has posted n and
-/// reads what it needs straight from the peers' banks. A rank posts n + 2
-/// (the same bank again) only after it saw every peer's n + 1, which each
-/// peer posts only after it finished reading op n: two banks are enough and
-/// no other handshake is needed.
+/// the bank's counter `posted = n + 1`; each then waits until every peer
+/// has posted n and reads what it needs straight from the peers' banks. A
+/// rank posts n + 2 (the same bank again) only after it saw every peer's
+/// n + 1, which each peer posts only after it finished reading op n: two
+/// banks are enough and no other handshake is needed.
+///
+/// A bank's counter, its tag and its first 32 bytes share one cache line
+/// (in the manner of NCCL's LL protocol, data beside its flag): a peer
+/// that sees the counter of a tiny op has its tag and bytes in the same
+/// transfer between cores, one instead of three. And a rank waits for all
+/// its peers at once, polling every counter not yet seen in each sweep, so
+/// the transfers of many peers' lines overlap instead of following one
+/// another (at 16 and 32 ranks these transfers, some 100 ns each on the
+/// lent machines, were most of a tiny op's time; docs/performance.md,
+/// "Tiny ops on the host board").
 ///
 /// Waiting polls for the caller's spin time (yielding the core between
-/// polls when a rank has fewer than two CPUs to itself), then sleeps on the slot's
-/// counter with a futex (a poster wakes sleepers only when there are any),
-/// always bounded by the caller's deadline and stop check.
+/// polls when a rank has fewer than two CPUs to itself), then sleeps on a
+/// counter not yet posted with a futex (a poster wakes sleepers only when
+/// there are any), always bounded by the caller's deadline and stop check.
 ///
 /// Collectives issued on any path also note their tag by seq (the
 /// seq log), so a rank waiting on the board for a peer that issued
@@ -67,19 +77,19 @@ public:
   /// Each stage bank's size; 0: no stage banks.
   std::size_t stage_bytes() const noexcept { return stage_bytes_; }
 
-  /// Posts board op `n` (collective number `seq`): `bytes` (at most
-  /// slot_bytes) from `data` into this rank's bank, then the counter.
-  void post(uint64_t n, uint64_t seq, const board_tag& tag, const void* data, std::size_t bytes);
+  /// Posts board op `n`: `bytes` (at most slot_bytes) from `data` into
+  /// this rank's bank, then its tag and counter.
+  void post(uint64_t n, const board_tag& tag, const void* data, std::size_t bytes);
   /// Notes the tag of collective number `seq`, whatever its path.
   void note(uint64_t seq, const board_tag& tag);
   /// This rank finalized after issuing `issued` collectives.
   void depart(uint64_t issued);
 
   enum class wait_result {
-    posted,      ///< the peer posted op n with our tag
-    other_tag,   ///< it posted op n with another tag (`theirs`)
-    other_path,  ///< its collective at our seq has another tag (`theirs`)
-    departed,    ///< it finalized before issuing our seq (`*issued` collectives)
+    posted,      ///< every peer waited for posted op n with our tag
+    other_tag,   ///< a peer posted op n with another tag (`theirs`)
+    other_path,  ///< a peer's collective at our seq has another tag (`theirs`)
+    departed,    ///< a peer finalized before issuing our seq (`issued` collectives)
     stopped,     ///< stop() said so
     timed_out,   ///< deadline passed
   };
@@ -90,10 +100,22 @@ public:
     std::function<bool()> stop;          ///< checked every few polls and sleeps
     std::function<void()> asleep;        ///< called before each sleep (at most every 2 ms)
   };
-  /// Waits until `peer` has posted board op `n` (our collective number
-  /// `seq`, tagged `mine`).
-  wait_result wait(int peer, uint64_t n, uint64_t seq, const board_tag& mine, const waiting& how,
-                   board_tag* theirs, uint64_t* issued);
+  /// What a wait found.
+  struct waited {
+    wait_result result = wait_result::posted;
+    /// The peer it is about: the one that posted another tag, took another
+    /// path or departed; stopped or timed out, the lowest rank not posted.
+    int peer = -1;
+    int posted = 0;      ///< how many of the peers waited for had posted op n
+    board_tag theirs;    ///< other_tag, other_path: the peer's tag
+    uint64_t issued = 0; ///< departed: the collectives it issued
+  };
+  /// Waits until every peer (every rank but this one) has posted board op
+  /// `n` (our collective number `seq`, tagged `mine`), or one of them
+  /// shows it never will.
+  waited wait_all(uint64_t n, uint64_t seq, const board_tag& mine, const waiting& how);
+  /// The same for one peer.
+  waited wait(int peer, uint64_t n, uint64_t seq, const board_tag& mine, const waiting& how);
   /// `peer`'s bytes of board op `n` (valid once wait() said posted).
   const uint8_t* bytes_of(int peer, uint64_t n) const noexcept;
   /// Rank `r`'s stage and result banks for board op `n`: written by r
@@ -103,8 +125,13 @@ public:
 
 private:
   struct slot;
+  struct bank_line;
   slot& slot_of(int r) const noexcept;
+  bank_line& line_of(int r, uint64_t n) const noexcept;
   uint8_t* bank_of(int r, uint64_t n) const noexcept;
+  /// Waits for the `count` peers in `pending` (in rank order; the array
+  /// is the wait's to reorder).
+  waited wait_for(int* pending, int count, uint64_t n, uint64_t seq, const board_tag& mine, const waiting& how);
 
   shm_segment segment_;
   int world_;
@@ -112,6 +139,7 @@ private:
   std::size_t slot_bytes_;
   std::size_t stage_bytes_;
   std::size_t result_bytes_;
+  std::size_t bank_stride_; ///< one bank with its line's head
   std::size_t stride_;       ///< one slot with its banks
   std::size_t stage_offset_; ///< the first stage bank, from its slot
   bool yield_while_polling_; ///< a rank has under 2 CPUs to itself (cpus_per_rank)
