@@ -85,9 +85,10 @@ struct board_model {
   /// (300 MiB for 64 cores) on the lent 64-core machine.
   std::size_t cache_bytes_per_rank = 6u << 20;
   /// A flag round: every rank sees every peer's post. The time of a 4 B
-  /// board allreduce on that machine over its ranks (5.8, 9.4 and 21.3 us
-  /// at 16, 32 and 64 ranks).
-  double round_s_per_rank = 0.33e-6;
+  /// board allreduce on that machine over its ranks (2.7 and 4.9 us at 16
+  /// and 32 ranks, since a wait reads all peers at once; 5.8 and 9.4 us,
+  /// 0.33 us a rank, before).
+  double round_s_per_rank = 0.16e-6;
   std::size_t stage_bytes = 1 << 20; ///< MCCL_SHM_STAGE_BYTES (mccl-sim: the resolved setting)
   bool in_place = true;              ///< the op's output overwrites its input (mccl-bench's default)
 };

@@ -37,7 +37,7 @@ const char* usage =
   "  memory, through their cores' caches, and from banks other cores wrote (bench/host_memory.sh;\n"
   "  default: the lent 64-core machine's); --host-cache-per-rank (6M): the caches a rank's core has.\n"
   "  With every rank on one host mccl-sim models the host board a job would take, each flag round\n"
-  "  --board-round-us (0.33) per rank. --kill: those ranks die at --kill-at virtual seconds (one time for all, or\n"
+  "  --board-round-us (0.16) per rank. --kill: those ranks die at --kill-at virtual seconds (one time for all, or\n"
   "  one per rank; default: a quarter of the op's time without the fault); --shrink: the survivors\n"
   "  then run the op again; --grow K: then K newcomers join after them, rank 0 broadcasts the state\n"
   "  to them, and the op runs again.\n"
