@@ -12,7 +12,10 @@ struct metrics_state {
 
 metrics_handle::behavior_type metrics_actor(metrics_handle::stateful_pointer<metrics_state> self) {
   return {
-    [](finished_atom, const finished_batch_ptr& batch) { metrics_registry::fold(*batch); },
+    [](finished_atom, const finished_batches& batches) {
+      for (const auto& batch : batches)
+        metrics_registry::fold(*batch); // one a reader folded already is skipped
+    },
     [self](shutdown_atom) { self->quit(); },
   };
 }
@@ -25,46 +28,55 @@ finished_batch_ptr new_batch() {
 
 } // namespace
 
-std::shared_ptr<metrics_feed> metrics_feed::start(caf::actor_system& sys) {
-  std::shared_ptr<metrics_feed> feed(new metrics_feed(sys.spawn(metrics_actor)));
+std::shared_ptr<metrics_feed> metrics_feed::start(caf::actor_system& sys, std::chrono::milliseconds interval) {
+  std::shared_ptr<metrics_feed> feed(new metrics_feed(sys.spawn(metrics_actor), interval));
   metrics_registry::watch_pending(feed);
   return feed;
 }
 
-metrics_feed::metrics_feed(metrics_handle actor) : filling_(new_batch()), actor_(std::move(actor)) {}
+metrics_feed::metrics_feed(metrics_handle actor, std::chrono::milliseconds interval)
+  : filling_(new_batch()), interval_(interval), actor_(std::move(actor)) {}
 
 metrics_feed::~metrics_feed() { stop(); }
 
 void metrics_feed::add(const op_metrics& metrics, bool failed) {
-  finished_batch_ptr full;
+  finished_batches batches;
   metrics_handle actor; // stop() may take actor_ away once the lock is released
   {
     std::lock_guard<std::mutex> guard{mutex_};
     filling_->ops.push_back({metrics, failed});
     if (filling_->ops.size() < batch_ops || !actor_)
       return;
-    full = std::exchange(filling_, new_batch());
+    auto full = std::exchange(filling_, new_batch());
     // Folded batches leave from the front (the actor takes them in order).
-    while (!sent_.empty() && sent_.front()->folded.load(std::memory_order_acquire))
-      sent_.pop_front();
-    sent_.push_back(full);
+    while (!full_.empty() && full_.front()->folded.load(std::memory_order_acquire))
+      full_.pop_front();
+    full_.push_back(full);
+    waiting_.push_back(std::move(full));
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_send_ < interval_)
+      return; // it goes with the next message
+    last_send_ = now;
+    ++messages_;
+    batches.swap(waiting_);
     actor = actor_;
   }
-  caf::anon_send(actor, finished_atom::value, std::move(full));
+  caf::anon_send(actor, finished_atom::value, std::move(batches));
 }
 
 void metrics_feed::fold_pending() {
-  std::deque<finished_batch_ptr> sent;
+  std::deque<finished_batch_ptr> full;
   finished_batch_ptr filling;
   {
     std::lock_guard<std::mutex> guard{mutex_};
-    sent.swap(sent_);
+    full.swap(full_);
+    waiting_.clear(); // folded below: nothing left to send of them
     if (!filling_->ops.empty())
       filling = std::exchange(filling_, new_batch());
   }
   // Oldest first, as the ops finished; a batch the actor folded already is
   // skipped by fold().
-  for (auto& b : sent)
+  for (auto& b : full)
     metrics_registry::fold(*b);
   if (filling)
     metrics_registry::fold(*filling);
@@ -73,10 +85,15 @@ void metrics_feed::fold_pending() {
 std::size_t metrics_feed::held() const {
   std::lock_guard<std::mutex> guard{mutex_};
   auto n = filling_->ops.size();
-  for (const auto& b : sent_)
+  for (const auto& b : full_)
     if (!b->folded.load(std::memory_order_acquire))
       n += b->ops.size();
   return n;
+}
+
+uint64_t metrics_feed::messages() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return messages_;
 }
 
 void metrics_feed::stop() {
