@@ -118,13 +118,10 @@ using watchdog_handle = caf::typed_actor<
   caf::reacts_to<shutdown_atom>>;
 
 using finished_batch_ptr = std::shared_ptr<metrics_registry::finished_batch>;
-/// Full batches, oldest first.
-using finished_batches = std::vector<finished_batch_ptr>;
 
 using metrics_handle = caf::typed_actor<
-  /// Finished ops to fold (batches of metrics_feed::batch_ops ops, those
-  /// filled since the last message).
-  caf::reacts_to<finished_atom, finished_batches>,
+  /// Finished ops to fold (one batch per metrics_feed::batch_ops ops).
+  caf::reacts_to<finished_atom, finished_batch_ptr>,
   caf::reacts_to<shutdown_atom>>;
 
 } // namespace mccl::actors
@@ -132,4 +129,4 @@ using metrics_handle = caf::typed_actor<
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::errc)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::transport::connection_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::core_ref)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::finished_batches)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::finished_batch_ptr)

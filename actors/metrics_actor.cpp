@@ -12,10 +12,7 @@ struct metrics_state {
 
 metrics_handle::behavior_type metrics_actor(metrics_handle::stateful_pointer<metrics_state> self) {
   return {
-    [](finished_atom, const finished_batches& batches) {
-      for (const auto& batch : batches)
-        metrics_registry::fold(*batch); // one a reader folded already is skipped
-    },
+    [](finished_atom, const finished_batch_ptr& batch) { metrics_registry::fold(*batch); },
     [self](shutdown_atom) { self->quit(); },
   };
 }
@@ -28,55 +25,46 @@ finished_batch_ptr new_batch() {
 
 } // namespace
 
-std::shared_ptr<metrics_feed> metrics_feed::start(caf::actor_system& sys, std::chrono::milliseconds interval) {
-  std::shared_ptr<metrics_feed> feed(new metrics_feed(sys.spawn(metrics_actor), interval));
+std::shared_ptr<metrics_feed> metrics_feed::start(caf::actor_system& sys) {
+  std::shared_ptr<metrics_feed> feed(new metrics_feed(sys.spawn(metrics_actor)));
   metrics_registry::watch_pending(feed);
   return feed;
 }
 
-metrics_feed::metrics_feed(metrics_handle actor, std::chrono::milliseconds interval)
-  : filling_(new_batch()), interval_(interval), actor_(std::move(actor)) {}
+metrics_feed::metrics_feed(metrics_handle actor) : filling_(new_batch()), actor_(std::move(actor)) {}
 
 metrics_feed::~metrics_feed() { stop(); }
 
 void metrics_feed::add(const op_metrics& metrics, bool failed) {
-  finished_batches batches;
+  finished_batch_ptr full;
   metrics_handle actor; // stop() may take actor_ away once the lock is released
   {
     std::lock_guard<std::mutex> guard{mutex_};
     filling_->ops.push_back({metrics, failed});
     if (filling_->ops.size() < batch_ops || !actor_)
       return;
-    auto full = std::exchange(filling_, new_batch());
+    full = std::exchange(filling_, new_batch());
     // Folded batches leave from the front (the actor takes them in order).
-    while (!full_.empty() && full_.front()->folded.load(std::memory_order_acquire))
-      full_.pop_front();
-    full_.push_back(full);
-    waiting_.push_back(std::move(full));
-    auto now = std::chrono::steady_clock::now();
-    if (now - last_send_ < interval_)
-      return; // it goes with the next message
-    last_send_ = now;
-    ++messages_;
-    batches.swap(waiting_);
+    while (!sent_.empty() && sent_.front()->folded.load(std::memory_order_acquire))
+      sent_.pop_front();
+    sent_.push_back(full);
     actor = actor_;
   }
-  caf::anon_send(actor, finished_atom::value, std::move(batches));
+  caf::anon_send(actor, finished_atom::value, std::move(full));
 }
 
 void metrics_feed::fold_pending() {
-  std::deque<finished_batch_ptr> full;
+  std::deque<finished_batch_ptr> sent;
   finished_batch_ptr filling;
   {
     std::lock_guard<std::mutex> guard{mutex_};
-    full.swap(full_);
-    waiting_.clear(); // folded below: nothing left to send of them
+    sent.swap(sent_);
     if (!filling_->ops.empty())
       filling = std::exchange(filling_, new_batch());
   }
   // Oldest first, as the ops finished; a batch the actor folded already is
   // skipped by fold().
-  for (auto& b : full)
+  for (auto& b : sent)
     metrics_registry::fold(*b);
   if (filling)
     metrics_registry::fold(*filling);
@@ -85,15 +73,10 @@ void metrics_feed::fold_pending() {
 std::size_t metrics_feed::held() const {
   std::lock_guard<std::mutex> guard{mutex_};
   auto n = filling_->ops.size();
-  for (const auto& b : full_)
+  for (const auto& b : sent_)
     if (!b->folded.load(std::memory_order_acquire))
       n += b->ops.size();
   return n;
-}
-
-uint64_t metrics_feed::messages() const {
-  std::lock_guard<std::mutex> guard{mutex_};
-  return messages_;
 }
 
 void metrics_feed::stop() {

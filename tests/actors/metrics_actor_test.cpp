@@ -1,9 +1,8 @@
 // The metrics actor (actors/metrics_actor.hpp) under a real actor system
 // with CAF's workers: full batches are folded by the actor without anyone
-// asking, at most one message per interval carrying those that waited;
-// get_metrics() counts every op handed over before it, folded or not;
-// every op is counted exactly once while the actor and readers fold side
-// by side; after stop() nothing is lost.
+// asking; get_metrics() counts every op handed over before it, folded or
+// not; every op is counted exactly once while the actor and readers fold
+// side by side; after stop() nothing is lost.
 
 #include "actors/metrics_actor.hpp"
 
@@ -56,48 +55,16 @@ protected:
 };
 
 TEST_F(MetricsActor, FullBatchesAreFoldedByTheActorAlone) {
-  auto feed = metrics_feed::start(sys_, std::chrono::milliseconds(0)); // a message per full batch
+  auto feed = metrics_feed::start(sys_);
   for (std::size_t i = 0; i < 2 * metrics_feed::batch_ops + 3; ++i)
     feed->add(metrics(), false);
   // Nobody reads: only the actor can fold the two full batches. The 3 ops
   // of the batch being filled wait for a reader.
   EXPECT_TRUE(drained_by_actor(*feed, 3)) << feed->held() << " ops held";
   EXPECT_EQ(feed->held(), 3u);
-  EXPECT_EQ(feed->messages(), 2u);
   EXPECT_EQ(counted(), 2 * metrics_feed::batch_ops + 3); // the reader folds the 3
   EXPECT_EQ(feed->held(), 0u);
   feed->stop();
-}
-
-TEST_F(MetricsActor, OneMessagePerIntervalCarriesTheBatchesThatWaited) {
-  auto feed = metrics_feed::start(sys_, std::chrono::milliseconds(200));
-  auto add_batch = [&] {
-    for (std::size_t i = 0; i < metrics_feed::batch_ops; ++i)
-      feed->add(metrics(), false);
-  };
-  add_batch(); // the first message goes at once
-  EXPECT_TRUE(drained_by_actor(*feed, 0)) << feed->held() << " ops held";
-  add_batch(); // within the interval: it waits for the next message
-  add_batch();
-  EXPECT_EQ(feed->messages(), 1u);
-  EXPECT_EQ(feed->held(), 2 * metrics_feed::batch_ops) << "nobody folded the two that wait";
-  std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  add_batch(); // the interval has passed: one message with all three
-  EXPECT_EQ(feed->messages(), 2u);
-  EXPECT_TRUE(drained_by_actor(*feed, 0)) << feed->held() << " ops held";
-  EXPECT_EQ(counted(), 4 * metrics_feed::batch_ops);
-  feed->stop();
-}
-
-TEST_F(MetricsActor, AReaderFoldsTheBatchesThatWaitAndTheyAreNotSentAgain) {
-  auto feed = metrics_feed::start(sys_, std::chrono::hours(1));
-  for (std::size_t i = 0; i < 3 * metrics_feed::batch_ops; ++i)
-    feed->add(metrics(), false);
-  EXPECT_EQ(feed->messages(), 1u) << "the first batch; the others wait an hour";
-  EXPECT_EQ(counted(), 3 * metrics_feed::batch_ops) << "a reader counts them all, once";
-  EXPECT_EQ(feed->held(), 0u);
-  feed->stop();
-  EXPECT_EQ(counted(), 3 * metrics_feed::batch_ops);
 }
 
 TEST_F(MetricsActor, ReadersCountEveryOpHandedOverBeforeThem) {
