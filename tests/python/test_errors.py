@@ -110,9 +110,15 @@ def join_as(rank, world, port):
         job_store().set(refused_key, "1")
         return {"pid": os.getpid(), "error": str(e), "started": started, "ended": ended,
                 "rendezvous_error": isinstance(e, mccl.RendezvousFailedError)}
+    # Connected while rank 0, whose process holds the store, is surely up:
+    # it is in this job. And it leaves only after every rank has seen the
+    # refusal (the barrier): a client that connected after it had gone
+    # would retry until its timeout.
+    store = job_store()
     t = torch.ones(1)
     dist.all_reduce(t)
-    job_store().wait([refused_key], datetime.timedelta(seconds=60))
+    store.wait([refused_key], datetime.timedelta(seconds=60))
+    dist.barrier()
     dist.destroy_process_group()
     return {"pid": os.getpid(), "error": None, "sum": t.item(), "started": started}
 
