@@ -170,15 +170,6 @@ shm_board::waited shm_board::wait_all(uint64_t n, uint64_t seq, const board_tag&
   for (int p = 0; p < world_; ++p)
     if (p != rank_)
       pending[count++] = p;
-  return wait_for(pending, count, n, seq, mine, how);
-}
-
-shm_board::waited shm_board::wait(int peer, uint64_t n, uint64_t seq, const board_tag& mine, const waiting& how) {
-  return wait_for(&peer, 1, n, seq, mine, how);
-}
-
-shm_board::waited shm_board::wait_for(int* pending, int count, uint64_t n, uint64_t seq, const board_tag& mine,
-                                      const waiting& how) {
   auto* header = reinterpret_cast<board_header*>(segment_.data());
   waited w;
   int left = count;

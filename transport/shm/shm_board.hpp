@@ -114,8 +114,6 @@ public:
   /// `n` (our collective number `seq`, tagged `mine`), or one of them
   /// shows it never will.
   waited wait_all(uint64_t n, uint64_t seq, const board_tag& mine, const waiting& how);
-  /// The same for one peer.
-  waited wait(int peer, uint64_t n, uint64_t seq, const board_tag& mine, const waiting& how);
   /// `peer`'s bytes of board op `n` (valid once wait() said posted).
   const uint8_t* bytes_of(int peer, uint64_t n) const noexcept;
   /// Rank `r`'s stage and result banks for board op `n`: written by r
@@ -129,9 +127,6 @@ private:
   slot& slot_of(int r) const noexcept;
   bank_line& line_of(int r, uint64_t n) const noexcept;
   uint8_t* bank_of(int r, uint64_t n) const noexcept;
-  /// Waits for the `count` peers in `pending` (in rank order; the array
-  /// is the wait's to reorder).
-  waited wait_for(int* pending, int count, uint64_t n, uint64_t seq, const board_tag& mine, const waiting& how);
 
   shm_segment segment_;
   int world_;
