@@ -112,6 +112,12 @@ public:
     using has_init = std::integral_constant<bool, true>;
     return system().spawn_functor(has_init{}, cfg, fun, std::forward<Ts>(xs)...);
   }
+  /// The same for an actor class `C`, constructed from (its config, xs...).
+  template <class C, class... Ts>
+  auto spawn_class(Ts&&... xs) {
+    caf::actor_config cfg{this};
+    return system().spawn_class<C, caf::no_spawn_options>(cfg, std::forward<Ts>(xs)...);
+  }
 
   /// Sends `xs...` to `dest` as if from an actor of this unit (no sender):
   /// `dest`, if idle, runs at the next drain instead of on a CAF worker.

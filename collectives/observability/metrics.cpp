@@ -4,6 +4,7 @@
 #include <mccl/config.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -95,37 +96,69 @@ void fold_every_pending() {
     s->fold_pending();
 }
 
-/// The kind and the algorithm counter of the op folded last: the ops of a
-/// batch are mostly alike, and comparing a name costs less than finding it.
-struct last_seen {
-  const std::string* op = nullptr;
-  kind_state* kind = nullptr;
-  const std::string* algorithm = nullptr;
-  uint64_t* algorithm_count = nullptr;
+/// The names an op is counted under: its kind, and its algorithm's.
+const std::string& kind_name(const op_metrics& m) {
+  static const std::string unknown = "unknown";
+  return m.op.empty() ? unknown : m.op;
+}
+const std::string& algorithm_name(const op_metrics& m) {
+  static const std::string none = "none";
+  return m.algorithm.empty() ? none : m.algorithm;
+}
+
+/// The kinds and algorithm counters of the ops folded last: a batch holds
+/// ops of a few kinds (a sendrecv's alternate: a send, a receive), and
+/// comparing two names costs less than finding them in the maps.
+class recent_kinds {
+public:
+  struct found {
+    kind_state* kind;
+    uint64_t* algorithm_count;
+  };
+  /// `m`'s kind and its algorithm's counter, made where new; `r.mutex` held.
+  found find(registry& r, const op_metrics& m) {
+    const auto& op = kind_name(m);
+    const auto& algorithm = algorithm_name(m);
+    for (const auto& e : entries_)
+      if (e.kind != nullptr && *e.op == op && *e.algorithm == algorithm)
+        return {e.kind, e.count};
+    auto k = r.kinds.try_emplace(op).first;
+    auto a = k->second.totals.algorithms.try_emplace(algorithm).first;
+    // The map's own keys: they live as long as the registry's entries.
+    entries_[next_] = {&k->first, &a->first, &k->second, &a->second};
+    next_ = (next_ + 1) % entries_.size();
+    return {&k->second, &a->second};
+  }
+
+private:
+  struct entry {
+    const std::string* op = nullptr;
+    const std::string* algorithm = nullptr;
+    kind_state* kind = nullptr;
+    uint64_t* count = nullptr;
+  };
+  std::array<entry, 4> entries_{};
+  std::size_t next_ = 0;
 };
 
 /// One finished op into the totals; `r.mutex` held.
-void record(registry& r, const op_metrics& m, bool failed, last_seen& last) {
-  if (last.op == nullptr || *last.op != m.op) {
-    last = {&m.op, &r.kinds[m.op.empty() ? "unknown" : m.op], nullptr, nullptr};
-  }
-  auto& kind = *last.kind;
+void record(registry& r, const op_metrics& m, bool failed, recent_kinds& recent) {
   ++r.totals.total_ops;
-  ++kind.totals.ops;
-  if (failed) {
+  if (failed) { // counted by kind, under no algorithm
+    auto& kind = r.kinds[kind_name(m)];
+    ++kind.totals.ops;
     ++r.totals.errors;
     ++kind.totals.errors;
     return;
   }
+  auto [kind_of, algorithm_count] = recent.find(r, m);
+  auto& kind = *kind_of;
+  ++kind.totals.ops;
   r.totals.total_bytes += m.bytes;
   r.totals.wire_bytes += m.wire_bytes;
   kind.totals.bytes += m.bytes;
   kind.totals.wire_bytes += m.wire_bytes;
-  if (last.algorithm == nullptr || *last.algorithm != m.algorithm) {
-    last.algorithm = &m.algorithm;
-    last.algorithm_count = &kind.totals.algorithms[m.algorithm.empty() ? "none" : m.algorithm];
-  }
-  ++*last.algorithm_count;
+  ++*algorithm_count;
   double ms = std::chrono::duration<double, std::milli>(m.duration).count();
   remember(r.latencies_ms, ms);
   remember(kind.latencies_ms, ms);
@@ -145,9 +178,9 @@ void fold(finished_batch& batch) {
   if (batch.folded.load(std::memory_order_relaxed))
     return;
   batch.folded.store(true, std::memory_order_release);
-  last_seen last;
+  recent_kinds recent;
   for (const auto& op : batch.ops)
-    record(r, op.metrics, op.failed, last);
+    record(r, op.metrics, op.failed, recent);
 }
 
 void watch_pending(std::weak_ptr<pending_ops> source) {

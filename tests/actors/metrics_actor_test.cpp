@@ -2,7 +2,8 @@
 // with CAF's workers: full batches are folded by the actor without anyone
 // asking; get_metrics() counts every op handed over before it, folded or
 // not; every op is counted exactly once while the actor and readers fold
-// side by side; after stop() nothing is lost.
+// side by side; after stop() nothing is lost; a batch that mixes more kinds
+// and algorithms than the fold remembers at once counts each under its own.
 
 #include "actors/metrics_actor.hpp"
 
@@ -100,6 +101,41 @@ TEST_F(MetricsActor, EveryOpIsCountedOnceWhileActorAndReadersFold) {
   adding = false;
   reader.join();
   EXPECT_EQ(counted(), static_cast<uint64_t>(threads * per_thread));
+  feed->stop();
+}
+
+TEST_F(MetricsActor, MixedKindsAndAlgorithmsInOneBatchAreEachCountedUnderTheirOwn) {
+  auto feed = metrics_feed::start(sys_);
+  // Six (kind, algorithm) pairs in turn, more than the fold keeps at hand,
+  // and every seventh op failed: counted under its kind, under no algorithm.
+  const char* kinds[] = {"metrics_mix_a", "metrics_mix_b", "metrics_mix_c"};
+  const char* algorithms[] = {"one", "two"};
+  constexpr int rounds = 100;
+  int failed[3] = {0, 0, 0};
+  int done[3][2] = {{0, 0}, {0, 0}, {0, 0}};
+  int n = 0;
+  for (int r = 0; r < rounds; ++r)
+    for (int k = 0; k < 3; ++k)
+      for (int a = 0; a < 2; ++a) {
+        auto m = metrics();
+        m.op = kinds[k];
+        m.algorithm = algorithms[a];
+        bool fails = ++n % 7 == 0;
+        feed->add(m, fails);
+        if (fails)
+          ++failed[k];
+        else
+          ++done[k][a];
+      }
+  auto m = mccl::get_metrics();
+  for (int k = 0; k < 3; ++k) {
+    const auto& kind = m.ops[kinds[k]];
+    EXPECT_EQ(kind.ops, static_cast<uint64_t>(2 * rounds)) << kinds[k];
+    EXPECT_EQ(kind.errors, static_cast<uint64_t>(failed[k])) << kinds[k];
+    ASSERT_EQ(kind.algorithms.size(), 2u) << kinds[k];
+    for (int a = 0; a < 2; ++a)
+      EXPECT_EQ(kind.algorithms.at(algorithms[a]), static_cast<uint64_t>(done[k][a])) << kinds[k] << " " << algorithms[a];
+  }
   feed->stop();
 }
 
