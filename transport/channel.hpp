@@ -126,18 +126,22 @@ public:
   channel(const channel&) = delete;
   channel& operator=(const channel&) = delete;
 
-  // ---- sending: queued here, written by progress()
+  // ---- sending: queued here, written by progress() (a small frame with
+  // nothing ahead of it at once)
 
-  /// Payloads up to this size are copied on send() (a page: the copy costs
-  /// less than telling the sender later that its memory is free).
+  /// Payloads up to this size leave the sender's memory inside send(),
+  /// mostly: written at once when nothing is queued ahead of them (and
+  /// the connection takes them whole), else copied into the queue (a page:
+  /// the copy costs less than telling the sender later that its memory is
+  /// free).
   static constexpr std::size_t copied_payload_bytes = 4096;
 
   /// Queues data frame `h` (kind data; payload_len and comm_id are filled
   /// in). Without CRC `data` must stay untouched until on_sent(ref), which
   /// comes from inside this call for a payload of up to
-  /// copied_payload_bytes (the channel copies it); with CRC the channel
-  /// copies every payload. False when the channel is closed (nothing
-  /// queued, on_sent never comes).
+  /// copied_payload_bytes that was written whole or copied, else once it
+  /// is written; with CRC the channel copies every payload. False when the
+  /// channel is closed (nothing queued, on_sent never comes).
   bool send(const wire::frame_header& h, const uint8_t* data, std::size_t len, frame_ref ref);
   /// Drops every queued data frame not yet begun (ending a revoke: only
   /// those that point into an op's memory) and finishes the one on the

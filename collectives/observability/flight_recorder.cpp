@@ -51,19 +51,23 @@ uint64_t flight_recorder::started(op_info info) {
       last_enqueued_ = info.seq;
   if (capacity_ == 0)
     return ticket;
-  if (entries_.size() == capacity_)
-    entries_.pop_front();
-  entries_.push_back(entry{ticket, std::move(info), state::running, clock::now()});
+  if (ring_.size() < capacity_) { // every op has an entry: slot == ticket until full
+    ring_.push_back(entry{ticket, std::move(info), state::running, clock::now()});
+    return ticket;
+  }
+  auto& e = ring_[ticket % capacity_]; // the oldest
+  e.ticket = ticket;
+  e.info = std::move(info);
+  e.how = state::running;
+  e.start = clock::now();
+  e.took = {};
   return ticket;
 }
 
 flight_recorder::entry* flight_recorder::find(uint64_t ticket) {
-  // Tickets grow along the deque, so a binary search would do; the window is
-  // small and the op that ends is almost always near the back.
-  for (auto i = entries_.rbegin(); i != entries_.rend(); ++i)
-    if (i->ticket == ticket)
-      return &*i;
-  return nullptr;
+  if (ticket >= next_ticket_ || next_ticket_ - ticket > ring_.size())
+    return nullptr; // not handed out, or fell out of the window
+  return &ring_[ticket % capacity_];
 }
 
 void flight_recorder::ended(uint64_t ticket, state how) {
@@ -81,7 +85,7 @@ void flight_recorder::ended(uint64_t ticket, state how) {
 void flight_recorder::abort_running() {
   std::lock_guard<std::mutex> guard{mutex_};
   auto now = clock::now();
-  for (auto& e : entries_)
+  for (auto& e : ring_)
     if (e.how == state::running) {
       e.how = state::aborted;
       e.took = now - e.start;
@@ -109,11 +113,11 @@ std::string flight_recorder::dump(int rank, uint32_t comm_id, const std::string&
   auto now = clock::now();
   auto ms = [](clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   std::string out = "flight recorder of rank " + std::to_string(rank) + ", communicator "
-                    + std::to_string(comm_id) + " (last " + std::to_string(entries_.size())
+                    + std::to_string(comm_id) + " (last " + std::to_string(ring_.size())
                     + " of up to " + std::to_string(capacity_) + " ops; MCCL_FLIGHT_RECORDER), " + why
                     + ":";
   char line[160];
-  for (const auto& e : entries_) {
+  each([&](const entry& e) {
     std::string number = e.info.collective ? " seq " + std::to_string(e.info.seq) : "";
     if (e.how == state::running) {
       std::snprintf(line, sizeof line, "running for %.1f ms", ms(now - e.start));
@@ -124,8 +128,8 @@ std::string flight_recorder::dump(int rank, uint32_t comm_id, const std::string&
     out += "\n  " + what(e.info) + number + ", " + std::to_string(e.info.bytes) + " B, "
            + (e.info.algorithm.empty() ? std::string("-") : e.info.algorithm)
            + " (driven by the " + to_string(e.info.driver) + "): " + line;
-  }
-  if (entries_.empty())
+  });
+  if (ring_.empty())
     out += capacity_ == 0 ? " off" : " no ops yet";
   return out;
 }

@@ -12,11 +12,11 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mccl {
 
@@ -72,10 +72,19 @@ private:
     clock::duration took{};
   };
   entry* find(uint64_t ticket);
+  /// Calls f(entry) for every entry kept, oldest first.
+  template <class F>
+  void each(F f) const {
+    for (auto t = next_ticket_ - ring_.size(); t < next_ticket_; ++t)
+      f(ring_[t % capacity_]);
+  }
 
   std::size_t capacity_;
   mutable std::mutex mutex_;
-  std::deque<entry> entries_; ///< oldest first, at most capacity_
+  /// The last ops, at most capacity_: ticket t in slot t % capacity_. A
+  /// ring, not a queue: once full, an op's start overwrites the oldest in
+  /// place, allocating nothing.
+  std::vector<entry> ring_;
   uint64_t next_ticket_ = 0;
   // Kept outside the window, so they stay right when entries fall out.
   std::optional<uint64_t> last_enqueued_;

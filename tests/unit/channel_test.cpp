@@ -303,37 +303,52 @@ TEST_F(ChannelSim, PartialWritesReportSentOnlyOnceTheWholeFrameLeft) {
   EXPECT_TRUE(net.pending().empty());
 }
 
-// A payload of up to copied_payload_bytes is copied when queued: the
-// sender hears it was sent inside send(), before any byte left, and what
-// it writes to its memory afterwards does not reach the peer.
-TEST_F(ChannelSim, SmallPayloadsAreCopiedAndReportedSentAtOnce) {
-  std::vector<uint8_t> mine(channel::copied_payload_bytes, 0x5a);
+// A payload of up to copied_payload_bytes with nothing queued ahead of it
+// is written inside send(); one queued behind others is copied. Either way
+// the sender hears it was sent before send() returns, once, and what it
+// writes to its memory afterwards does not reach the peer. What the
+// connection did not take whole stays in the sender's memory (a connection
+// may hold on to what it took) and is reported once written.
+TEST_F(ChannelSim, SmallPayloadsLeaveTheSendersMemoryInsideSend) {
   wire::frame_header h;
   h.kind = wire::frame_kind::data;
   h.seq = 3;
-  ASSERT_TRUE(a->send(h, mine.data(), mine.size(), frame_ref{1, 0, 0}));
+  const std::size_t n = channel::copied_payload_bytes;
+  std::vector<uint8_t> first(n, 0x5a), second(n, 0x6b), third(n, 0x7c);
+  // Room for the first frame and 100 bytes of the second.
+  net.set_capacity(0, 1, wire::header_size + n + 100);
+  ASSERT_TRUE(a->send(h, first.data(), n, frame_ref{1, 0, 0}));
   EXPECT_EQ(rec_a.sent, (std::vector<std::tuple<int, uint32_t, uint32_t>>{{1, 0, 0}}));
-  EXPECT_EQ(net.in_flight(0, 1), 0u); // written by progress(), not yet
-  std::fill(mine.begin(), mine.end(), uint8_t{0}); // the op reuses its memory
-  for (int i = 0; i < 100 && rec_b.frames.empty(); ++i) {
+  EXPECT_EQ(net.in_flight(0, 1), wire::header_size + n); // written now
+  ASSERT_TRUE(a->send(h, second.data(), n, frame_ref{1, 0, 1}));
+  EXPECT_EQ(rec_a.sent.size(), 1u); // only partly written: not yet
+  ASSERT_TRUE(a->send(h, third.data(), n, frame_ref{1, 0, 2}));
+  EXPECT_EQ(rec_a.sent, (std::vector<std::tuple<int, uint32_t, uint32_t>>{{1, 0, 0}, {1, 0, 2}})); // copied
+  std::fill(first.begin(), first.end(), uint8_t{0}); // the op reuses what was reported sent
+  std::fill(third.begin(), third.end(), uint8_t{0});
+  for (int i = 0; i < 100 && rec_b.frames.size() < 3; ++i) {
     a->progress(now);
     net.deliver(0, 1, 1 << 20);
     b->progress(now);
   }
-  ASSERT_EQ(rec_b.frames.size(), 1u);
-  const auto& got = rec_b.frames[0];
-  ASSERT_EQ(got.header.payload_len, channel::copied_payload_bytes);
-  for (std::size_t i = 0; i < channel::copied_payload_bytes; ++i)
-    ASSERT_EQ(got.payload()[i], 0x5a) << "byte " << i;
-  EXPECT_EQ(rec_a.sent.size(), 1u); // once, not again when written
+  ASSERT_EQ(rec_b.frames.size(), 3u);
+  uint8_t sent_bytes[] = {0x5a, 0x6b, 0x7c};
+  for (int f = 0; f < 3; ++f) {
+    const auto& got = rec_b.frames[f];
+    ASSERT_EQ(got.header.payload_len, n);
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(got.payload()[i], sent_bytes[f]) << "frame " << f << ", byte " << i;
+  }
+  EXPECT_EQ(rec_a.sent.size(), 3u); // the second once written; none twice
 
   // One byte more: sent from the sender's memory, reported once written.
-  std::vector<uint8_t> larger(channel::copied_payload_bytes + 1, 0x11);
-  ASSERT_TRUE(a->send(h, larger.data(), larger.size(), frame_ref{1, 0, 1}));
-  EXPECT_EQ(rec_a.sent.size(), 1u);
-  for (int i = 0; i < 100 && rec_a.sent.size() < 2; ++i)
+  std::vector<uint8_t> larger(n + 1, 0x11);
+  ASSERT_TRUE(a->send(h, larger.data(), larger.size(), frame_ref{1, 0, 3}));
+  EXPECT_EQ(rec_a.sent.size(), 3u);
+  EXPECT_EQ(net.in_flight(0, 1), 0u); // written by progress(), not yet
+  for (int i = 0; i < 100 && rec_a.sent.size() < 4; ++i)
     a->progress(now);
-  EXPECT_EQ(rec_a.sent.size(), 2u);
+  EXPECT_EQ(rec_a.sent.size(), 4u);
 }
 
 // BYE carries how many collectives rank 0 issued; rank 1 gets the data
