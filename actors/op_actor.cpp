@@ -4,6 +4,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <exception>
+#include <typeinfo>
 
 namespace mccl::actors {
 namespace {
@@ -77,14 +78,19 @@ public:
 
   caf::invoke_message_result consume(caf::mailbox_element& x) override {
     auto& m = x.content();
-    // The chunk first: the most frequent.
-    if (m.match_elements<transport::received_frame>())
+    // One value of a type of ours (CAF's type number 0: a custom type, named
+    // by its type_info), the chunk first: the most frequent.
+    auto type = m.size() == 1 ? m.type(0) : caf::rtti_pair{1, nullptr};
+    if (type.first != 0 || type.second == nullptr)
+      return op_handle::base::consume(x);
+    const auto& t = *type.second;
+    if (t == typeid(transport::received_frame))
       on(m.get_mutable_as<transport::received_frame>(0));
-    else if (m.match_elements<op_binding>())
+    else if (t == typeid(op_binding))
       on(m.get_mutable_as<op_binding>(0));
-    else if (m.match_elements<frame_left>())
+    else if (t == typeid(frame_left))
       on(m.get_as<frame_left>(0));
-    else if (m.match_elements<op_failure>())
+    else if (t == typeid(op_failure))
       on(m.get_as<op_failure>(0));
     else
       return op_handle::base::consume(x);
