@@ -81,7 +81,7 @@ bool channel::send(const wire::frame_header& h, const uint8_t* data, std::size_t
     // memory, reported once written: the connection may hold on to what it
     // took (shared memory's single copy lets the peer read it from there
     // later), so the payload must not be swapped for a copy.
-    write_now(clock::now());
+    written_in_send_ += write_now(clock::now());
     return true;
   }
   auto& queued = txq_.back();
@@ -210,7 +210,7 @@ void channel::ack_now() {
 std::size_t channel::progress(clock::time_point now) {
   if (state_ != state::open)
     return 0;
-  auto moved = write_frames(now);
+  auto moved = std::exchange(written_in_send_, 0) + write_frames(now);
   if (state_ != state::open)
     return moved;
   moved += read_frames(now);
@@ -261,15 +261,18 @@ void channel::written(std::size_t bytes, clock::time_point now) {
   });
 }
 
-void channel::write_now(clock::time_point now) {
+std::size_t channel::write_now(clock::time_point now) {
+  std::size_t total = 0;
   while (state_ == state::open && !txq_.empty()) {
     iovec iov[max_iov];
     int n = gather_frames(txq_, iov, max_iov);
     auto r = conn_->write_some(iov, n);
     if (r.closed || !r.error.empty() || r.bytes == 0)
-      return;
+      break;
+    total += r.bytes;
     written(r.bytes, now);
   }
+  return total;
 }
 
 std::size_t channel::stage_read_limit() const {

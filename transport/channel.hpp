@@ -179,7 +179,8 @@ public:
   /// Writes what the connection takes now, reading nothing: what a peer
   /// about to be cut off can still get (the ABORT naming why).
   /// Best effort: a failed write is left to the close that follows.
-  void write_now(clock::time_point now);
+  /// Returns the bytes written.
+  std::size_t write_now(clock::time_point now);
   /// `bytes` of the queue left at `now`: the clock of the last send, the
   /// link's counters, and on_sent for each frame now fully written.
   void written(std::size_t bytes, clock::time_point now);
@@ -205,6 +206,10 @@ public:
   const std::string& name() const noexcept { return name_; }
   /// Bytes are queued (wait for writability too).
   bool wants_write() const noexcept { return !txq_.empty(); }
+  /// A small frame was written inside send() since the last progress():
+  /// the pass that sent it visits this channel as if it had queued it (the
+  /// bytes count as moved, and what the peer answered may be there to read).
+  bool wrote_in_send() const noexcept { return written_in_send_ > 0; }
   /// Bytes already read from the connection wait in the stage: a pass must
   /// visit this channel even when its connection has nothing new.
   bool has_staged() const noexcept { return stage_begin_ < stage_end_; }
@@ -266,6 +271,7 @@ private:
   bool peer_abort_heard_ = false;
 
   std::deque<tx_item> txq_;
+  std::size_t written_in_send_ = 0; ///< bytes send() wrote since the last progress()
   clock::time_point last_tx_;
 
   // Receiving: headers and small frames pass the stage, one recv for several.

@@ -461,7 +461,7 @@ bool engine::write_queued(clock::time_point now) {
   for (int peer : writing_) {
     queued_flag_[static_cast<std::size_t>(peer)] = 0;
     auto& c = links_[static_cast<std::size_t>(peer)];
-    if (c && c->wants_write() && c->current() == transport::channel::state::open) {
+    if (c && (c->wants_write() || c->wrote_in_send()) && c->current() == transport::channel::state::open) {
       moved |= c->progress(now) > 0;
       settle();
     }
