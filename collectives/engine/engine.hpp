@@ -531,8 +531,9 @@ private:
   /// link not re-established): the finding revokes at once.
   int decided_lost_ = -1;
   int pending_loss_peer_ = -1;       ///< a lost peer waiting for an ABORT that explains it
-  std::string pending_loss_why_;
+  std::string pending_loss_why_;     ///< with the others lost while it waits
   clock::time_point pending_loss_at_;
+  std::vector<int> also_lost_;       ///< peers lost while pending_loss_peer_ waits, named in its text
 };
 
 } // namespace mccl

@@ -499,11 +499,28 @@ void engine::on_down(int peer, transport::down_kind kind, errc code, const std::
   // A peer that aborted because a third rank died may close its connection
   // before we read its ABORT, which names the rank that really failed: wait
   // briefly for such a frame before blaming `peer`.
-  if (aborted_ || pending_loss_peer_ >= 0)
+  if (aborted_)
     return;
+  if (pending_loss_peer_ >= 0) {
+    // Lost while the first waits: named beside it. A rank that left because
+    // another died (a newcomer whose setup failed with the store of the
+    // rank that crashed, without an ABORT) closes at the same moment as
+    // that one, and which of the two this rank reads first is chance; the
+    // report names both. Three at most: a lost host takes many at once.
+    constexpr std::size_t named_at_most = 3;
+    if (peer == pending_loss_peer_ || std::find(also_lost_.begin(), also_lost_.end(), peer) != also_lost_.end())
+      return;
+    also_lost_.push_back(peer);
+    if (also_lost_.size() <= named_at_most)
+      pending_loss_why_ += "; " + text;
+    else if (also_lost_.size() == named_at_most + 1)
+      pending_loss_why_ += "; and more";
+    return;
+  }
   pending_loss_peer_ = peer;
   pending_loss_why_ = text;
   pending_loss_at_ = now_;
+  also_lost_.clear();
 }
 
 void engine::on_fatal(int peer, errc code, const std::string& why) {

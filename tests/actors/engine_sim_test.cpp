@@ -1,7 +1,8 @@
 // The engine's routing and failure handling, end to end on simulated ranks
 // (sim_world.hpp): chunks of an op a rank has not started yet wait for it
 // without holding other ops up; a connection lost without explanation fails
-// ops only after the grace period in which an ABORT may explain it; a peer
+// ops only after the grace period in which an ABORT may explain it, naming
+// every peer lost in that period; a peer
 // that finalized is named by the ops that can no longer involve it; large
 // collectives issued together all complete, and an abort fails those still
 // waiting for their turn.
@@ -92,6 +93,34 @@ TEST_F(EngineSim, AnUnexplainedLossFailsOpsAfterTheGracePeriod) {
   EXPECT_GT(get_metrics().lost_links, lost_links);
   EXPECT_TRUE(w.core(1).revoked());
   EXPECT_NE(w.core(1).why_revoked().find("lost rank 0"), std::string::npos) << w.core(1).why_revoked();
+}
+
+// Two peers lost within one grace period (a rank that left because
+// another died closes at the same moment as that one; which closure a
+// survivor reads first is chance): the op's failure names both, the first
+// found first.
+TEST_F(EngineSim, PeersLostWithinOneGracePeriodAreAllNamed) {
+  auto& w = make_world(3, sim_config());
+  w.net().break_link(0, 2);
+  ASSERT_TRUE(w.settle());
+  w.net().break_link(1, 2);
+  ASSERT_TRUE(w.settle());
+  std::vector<int32_t>* buf;
+  auto op = allreduce_on(w, 2, 10, buf);
+  ASSERT_TRUE(w.settle());
+  EXPECT_FALSE(op->done()) << outcome(op);
+  sched.advance_time(loss_grace);
+  ASSERT_TRUE(w.settle());
+  ASSERT_TRUE(op->done());
+  auto f = op->failure();
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->code(), errc::peer_lost) << f->what();
+  std::string what = f->what();
+  auto first = what.find("lost rank 0");
+  auto second = what.find("lost rank 1");
+  EXPECT_NE(first, std::string::npos) << what;
+  EXPECT_NE(second, std::string::npos) << what;
+  EXPECT_LT(first, second) << what;
 }
 
 // The same loss while no actor runs (the supervisor never gets a turn, as
