@@ -42,11 +42,12 @@ private:
 /// (callgrind, rank 0 of a 2-rank 4 B sendrecv over shared memory: 1,860
 /// instructions a message in CAF's activate() with the handler, 1,440 with
 /// this one; docs/performance.md, "The op actors against the engine before
-/// them"). CAF 0.17's own raw_event_based_actor overrides consume() the
-/// same way. What is not one of the four (an exit or down message, say)
-/// goes to CAF's consume(). What a handler throws reaches CAF's
-/// reactivate() as before, which runs the exception handler and ends the
-/// actor.
+/// them"), and CAF's element match, which the type_info comparison below
+/// replaced, about 100 more. CAF 0.17's own raw_event_based_actor overrides
+/// consume() too, to skip the system messages. What is not one of the four
+/// (an exit or down message, say) goes to CAF's consume(). What a handler
+/// throws reaches CAF's reactivate() as before, which runs the exception
+/// handler and ends the actor.
 class op_actor final : public op_handle::base {
 public:
   op_actor(caf::actor_config& cfg, op_slot* slot) : op_handle::base(cfg), slot_(slot) {

@@ -176,8 +176,9 @@ public:
   /// arrived (at most a budget, so one busy peer cannot starve the others).
   /// Returns the bytes moved.
   std::size_t progress(clock::time_point now);
-  /// Writes what the connection takes now, reading nothing: what a peer
-  /// about to be cut off can still get (the ABORT naming why).
+  /// Writes what the connection takes now, reading nothing: a small frame
+  /// inside send(), and what a peer about to be cut off can still get (the
+  /// ABORT naming why).
   /// Best effort: a failed write is left to the close that follows.
   /// Returns the bytes written.
   std::size_t write_now(clock::time_point now);
