@@ -71,11 +71,21 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   });
   // Op actors are monitored by the supervisor (spawned below, before any
   // op): one message per actor of the pool, not per op.
-  op_actors_ = std::make_unique<op_actors>(*unit_, [this](const op_handle& a) {
+  auto supervise = [this](const op_handle& a) {
     if (supervisor_)
       caf::anon_send(supervisor_, supervise_atom::value, caf::actor_cast<caf::actor>(a));
-  });
+  };
+  op_actors_ = std::make_unique<op_actors>(*unit_, supervise);
   eo.runners = op_actors_.get();
+  // A message queued for a board op actor from elsewhere (its monitor's
+  // system messages) runs at the next board op, or now if nobody runs the
+  // board.
+  board_unit_ = std::make_unique<driving_unit>(*init_.system, [this] {
+    std::unique_lock<std::mutex> board_guard{board_mutex_, std::try_to_lock};
+    if (board_guard.owns_lock())
+      board_unit_->drain();
+  });
+  board_actors_ = std::make_unique<op_actors>(*board_unit_, supervise);
   link_channels_ = std::make_unique<link_channels>(init_.world);
   eo.links = link_channels_.get();
   if (init_.simulated_time) {
@@ -359,7 +369,7 @@ bool comm_core::status(std::vector<engine::op_status>& out, std::chrono::millise
   kick();
   {
     std::lock_guard<std::mutex> guard{board_status_mutex_};
-    if (board_op_) {
+    if (board_op_running_.load(std::memory_order_acquire) && board_op_) {
       engine::op_status s;
       s.op = describe(*board_op_);
       s.seq = board_op_->seq;

@@ -193,9 +193,18 @@ private:
   /// Runs queued jobs in order, board_mutex_ held, until `until`'s has run
   /// (null: until the queue is empty); their completions go to `ran`.
   void run_queued_jobs(const work_state* until, std::vector<std::pair<std::shared_ptr<work_state>, op_report>>& ran);
-  /// Runs one numbered job; board_mutex_ held. Its completion, for the
-  /// caller to deliver once it let go of the board.
-  op_report run_board_job(board_job& job);
+  /// Runs one numbered job on a board op actor; board_mutex_ held. Its
+  /// completion goes to `report`, for the caller to deliver once it let go
+  /// of the board.
+  void run_board_job(board_job& job, op_report& report);
+  /// A board job as its op actor runs it (board_session).
+  struct board_run;
+  /// The job's exchange over the board, start to end, into `report`: its
+  /// actor's handler.
+  void exchange_on_board(board_job& job, op_report& report);
+  /// "allreduce seq 7 on rank 1 (board, count 1, float32, sum) failed at
+  /// WHERE: WHY", as an op over links says it.
+  std::string board_failure(const board_job& job, const std::string& where, const std::string& why) const;
   /// Runs queued jobs in order until `until` is done (null: the queue is
   /// empty). Blocks for board_mutex_, or with `try_only` returns false at
   /// once when another thread runs the board.
@@ -229,6 +238,10 @@ private:
   /// which hands them its ops, so they outlive it.
   std::unique_ptr<driving_unit> unit_;
   std::unique_ptr<op_actors> op_actors_;
+  /// The board ops' actors and their unit, driven by whoever holds
+  /// board_mutex_ (the board runs beside the engine).
+  std::unique_ptr<driving_unit> board_unit_;
+  std::unique_ptr<op_actors> board_actors_;
   /// The links the engine builds, until start_actors() gives each to its
   /// link actor.
   std::unique_ptr<link_channels> link_channels_;
@@ -251,11 +264,15 @@ private:
   std::condition_variable board_queue_cv_; ///< with submit_mutex_: the board thread's wake-up
   std::thread board_thread_;               ///< started by the first op posted to the board
   bool board_thread_stop_ = false;         ///< under submit_mutex_
-  /// The op on the board now, for status queries (null: none).
+  /// The board op started last, for status queries (null: none yet),
+  /// set under the mutex as it starts; board_op_running_ says it has not
+  /// ended. Its end is only that flag (one lock per board op, not two):
+  /// the op stays named here until the next starts.
   std::mutex board_status_mutex_;
   op_ptr board_op_;
   std::string_view board_op_algorithm_;
   clock::time_point board_op_started_;
+  std::atomic<bool> board_op_running_{false};
   /// By op_kind: MCCL_ALGO has rules for it (then it may keep an op off the
   /// board); worked out once, not per op.
   std::array<bool, 32> algo_named_{};

@@ -32,19 +32,19 @@ private:
   op_slot& slot_;
 };
 
-/// One op actor. Its behaviour is the four handlers below (the interface
+/// One op actor. Its behaviour is the five handlers below (the interface
 /// CAF checks op_handle against), and its consume() matches a message to
-/// them itself: every message an op actor gets is one of these four types,
-/// from the engine on the driving thread, never a request (no response to
-/// route), so CAF's general consume() (awaited and multiplexed responses,
-/// the system messages, the behaviour's match and its result visitor) does
-/// nothing here that the op needs. It cost 420 instructions a message more
+/// them itself: every message an op actor gets is one of these five types,
+/// from the engine or the board's runner on the driving thread, never a
+/// request (no response to route), so CAF's general consume() (awaited and
+/// multiplexed responses, the system messages, the behaviour's match and
+/// its result visitor) does nothing here that the op needs. It cost 420 instructions a message more
 /// (callgrind, rank 0 of a 2-rank 4 B sendrecv over shared memory: 1,860
 /// instructions a message in CAF's activate() with the handler, 1,440 with
 /// this one; docs/performance.md, "The op actors against the engine before
 /// them"), and CAF's element match, which the type_info comparison below
 /// replaced, about 100 more. CAF 0.17's own raw_event_based_actor overrides
-/// consume() too, to skip the system messages. What is not one of the four
+/// consume() too, to skip the system messages. What is not one of the five
 /// (an exit or down message, say) goes to CAF's consume(). What a handler
 /// throws reaches CAF's reactivate() as before, which runs the exception
 /// handler and ends the actor.
@@ -60,7 +60,9 @@ public:
       slot_->failed = true;
       slot_->running = false;
       auto what = what_of(x);
-      if (op_ != nullptr)
+      if (board_ != nullptr)
+        board_->fail(errc::internal, "its op actor failed: " + what);
+      else if (op_ != nullptr)
         op_->fail(errc::internal, "its op actor failed: " + what);
       return caf::make_error(caf::sec::runtime_error, "op actor: " + what);
     });
@@ -74,6 +76,7 @@ public:
       [this](op_binding& b) { on(b); },
       [this](const frame_left& f) { on(f); },
       [this](const op_failure& f) { on(f); },
+      [this](board_binding& b) { on(b); },
     };
   }
 
@@ -84,21 +87,35 @@ public:
     auto type = m.size() == 1 ? m.type(0) : caf::rtti_pair{1, nullptr};
     if (type.first != 0 || type.second == nullptr)
       return op_handle::base::consume(x);
-    const auto& t = *type.second;
-    if (t == typeid(transport::received_frame))
-      on(m.get_mutable_as<transport::received_frame>(0));
-    else if (t == typeid(op_binding))
-      on(m.get_mutable_as<op_binding>(0));
-    else if (t == typeid(frame_left))
-      on(m.get_as<frame_left>(0));
-    else if (t == typeid(op_failure))
-      on(m.get_as<op_failure>(0));
-    else
-      return op_handle::base::consume(x);
+    switch (which(*type.second)) {
+      case 0: on(m.get_mutable_as<transport::received_frame>(0)); break;
+      case 1: on(m.get_mutable_as<op_binding>(0)); break;
+      case 2: on(m.get_as<frame_left>(0)); break;
+      case 3: on(m.get_as<op_failure>(0)); break;
+      case 4: on(m.get_mutable_as<board_binding>(0)); break;
+      default: return op_handle::base::consume(x);
+    }
     return caf::invoke_message_result::consumed;
   }
 
 private:
+  /// Which of the five types `t` is (in the order of make_behavior()), or
+  /// -1. The type_info objects are compared by address first: within
+  /// libmccl each type has one, so that settles it without a name
+  /// comparison (a strcmp per type tried: about 100 instructions for the
+  /// fifth); by name only when none is the same object.
+  static int which(const std::type_info& t) {
+    static const std::type_info* const types[] = {&typeid(transport::received_frame), &typeid(op_binding),
+                                                  &typeid(frame_left), &typeid(op_failure), &typeid(board_binding)};
+    for (int i = 0; i < 5; ++i)
+      if (&t == types[i])
+        return i;
+    for (int i = 0; i < 5; ++i)
+      if (t == *types[i])
+        return i;
+    return -1;
+  }
+
   /// A chunk of the op's.
   void on(transport::received_frame& f) {
     in_handler running{*slot_};
@@ -121,11 +138,21 @@ private:
     if (op_ != nullptr)
       op_->fail(f.code, f.why);
   }
+  /// A board op, start to end.
+  void on(board_binding& b) {
+    in_handler running{*slot_};
+    board_ = b.op;
+    b.op->run();
+    board_ = nullptr;
+  }
 
   op_slot* slot_;
   /// The op it hosts, set by each start message. While the actor waits in
   /// the pool it still names the last one, but no message reaches it then.
   op_session* op_ = nullptr;
+  /// The board op it runs now (null between them), for the exception
+  /// handler.
+  board_session* board_ = nullptr;
 };
 
 } // namespace
@@ -195,7 +222,7 @@ op_actors::op_actors(driving_unit& unit, std::function<void(const op_handle&)> s
 
 op_actors::~op_actors() = default; // dropping the last handle ends an idle actor
 
-std::unique_ptr<op_runner> op_actors::runner_for(op_session& op) {
+std::unique_ptr<op_actors::slot> op_actors::take() {
   std::unique_ptr<slot> s;
   if (idle_.empty()) {
     s = std::make_unique<slot>();
@@ -208,7 +235,18 @@ std::unique_ptr<op_runner> op_actors::runner_for(op_session& op) {
     s = std::move(idle_.back());
     idle_.pop_back();
   }
-  return std::make_unique<runner>(*this, std::move(s), op);
+  return s;
+}
+
+std::unique_ptr<op_runner> op_actors::runner_for(op_session& op) {
+  return std::make_unique<runner>(*this, take(), op);
+}
+
+void op_actors::run(board_session& op) {
+  auto s = take();
+  send(s->actor, s->self, board_binding{&op});
+  if (!s->failed) // a dead actor failed its op, and leaves the pool
+    idle_.push_back(std::move(s));
 }
 
 } // namespace mccl::actors

@@ -17,6 +17,12 @@
 /// message to an op actor costs a mailbox push and is handled before the
 /// engine's call returns (collectives/engine/op_runner.hpp), with no thread hop.
 ///
+/// Board ops (small collectives when every rank is on this host) are op
+/// actors too, of a pool of their own on a unit of their own: the board
+/// runs beside the engine, one board op at a time under the board's lock,
+/// whose holder drives that unit. A board op's start message is handled
+/// in place and runs the whole exchange (board_session).
+///
 /// Pooled: an op actor that ended goes back to its communicator's pool and
 /// hosts a later op; spawning one costs several microseconds (bench
 /// actor-hop), more than a small op's whole path.
@@ -69,6 +75,26 @@ struct op_failure {
   std::string why;
 };
 
+/// A board op: a collective of ranks that all sit on this host, exchanged
+/// over the host board (collectives/algorithms/board_collectives.hpp).
+/// Its state machine has one state: the exchange runs to its end inside
+/// the start's handler (it waits on its peers' flags, spinning, then
+/// sleeping, bounded by the op's deadline), so it sends and takes no
+/// other message. actors/comm_core_board.cpp makes them.
+class board_session {
+public:
+  virtual ~board_session() = default;
+  /// The whole exchange; its outcome stays with the session.
+  virtual void run() = 0;
+  /// Its actor died in run(): the op fails with `why`.
+  virtual void fail(errc code, const std::string& why) = 0;
+};
+
+/// Start of a board op: the actor runs it to its end.
+struct board_binding {
+  board_session* op = nullptr;
+};
+
 using op_handle = caf::typed_actor<
   /// A chunk of the op's from `frame.peer`: its header names the
   /// communicator, sequence, step and chunk; its payload is a view. The
@@ -76,7 +102,8 @@ using op_handle = caf::typed_actor<
   caf::reacts_to<transport::received_frame>,
   caf::reacts_to<op_binding>,
   caf::reacts_to<frame_left>,
-  caf::reacts_to<op_failure>>;
+  caf::reacts_to<op_failure>,
+  caf::reacts_to<board_binding>>;
 
 /// What an op actor's handlers tell its pool of it (driving thread only).
 struct op_slot {
@@ -97,9 +124,18 @@ public:
 
   std::unique_ptr<op_runner> runner_for(op_session& op) override;
 
+  /// Runs a board op on an actor of the pool, on the calling thread, and
+  /// returns once it ended. The caller drives this pool's unit (the
+  /// board's lock held): a pool hosts either engine ops or board ops,
+  /// since the two run on different threads at once.
+  void run(board_session& op);
+
 private:
   struct slot;
   class runner;
+
+  /// An idle actor of the pool, or a new one (told to `supervise_`).
+  std::unique_ptr<slot> take();
 
   /// Sends `xs...` to `actor` and drains the unit: the message is handled
   /// before this returns, or (sent from inside a handler) right after the
@@ -128,4 +164,5 @@ private:
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::op_binding)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::frame_left)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::op_failure)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::board_binding)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::transport::received_frame)

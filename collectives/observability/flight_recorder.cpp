@@ -43,7 +43,7 @@ std::string what(const flight_recorder::op_info& info) {
   }
 }
 
-uint64_t flight_recorder::started(op_info info) {
+uint64_t flight_recorder::started(op_info info, clock::time_point at) {
   std::lock_guard<std::mutex> guard{mutex_};
   auto ticket = next_ticket_++;
   if (info.collective)
@@ -52,14 +52,14 @@ uint64_t flight_recorder::started(op_info info) {
   if (capacity_ == 0)
     return ticket;
   if (ring_.size() < capacity_) { // every op has an entry: slot == ticket until full
-    ring_.push_back(entry{ticket, std::move(info), state::running, clock::now()});
+    ring_.push_back(entry{ticket, std::move(info), state::running, at});
     return ticket;
   }
   auto& e = ring_[ticket % capacity_]; // the oldest
   e.ticket = ticket;
   e.info = std::move(info);
   e.how = state::running;
-  e.start = clock::now();
+  e.start = at;
   e.took = {};
   return ticket;
 }
@@ -70,13 +70,13 @@ flight_recorder::entry* flight_recorder::find(uint64_t ticket) {
   return &ring_[ticket % capacity_];
 }
 
-void flight_recorder::ended(uint64_t ticket, state how) {
+void flight_recorder::ended(uint64_t ticket, state how, clock::time_point at) {
   std::lock_guard<std::mutex> guard{mutex_};
   auto* e = find(ticket);
   if (e == nullptr || e->how != state::running)
     return;
   e->how = how;
-  e->took = clock::now() - e->start;
+  e->took = at - e->start;
   if (how == state::done && e->info.collective)
     if (!last_completed_ || e->info.seq > *last_completed_)
       last_completed_ = e->info.seq;

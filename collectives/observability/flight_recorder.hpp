@@ -43,12 +43,15 @@ public:
 
   std::size_t capacity() const noexcept { return capacity_; }
 
-  /// Records a started op; the ticket names it in later calls. With
+  using clock = std::chrono::steady_clock;
+
+  /// Records an op started `at`; the ticket names it in later calls. With
   /// capacity 0 nothing is kept (tickets are still handed out).
-  uint64_t started(op_info info);
-  /// The op ended (done or failed); later calls for it are ignored, so the
-  /// first cause sticks. An op that fell out of the window is ignored.
-  void ended(uint64_t ticket, state how);
+  uint64_t started(op_info info, clock::time_point at = clock::now());
+  /// The op ended (done or failed) `at`; later calls for it are ignored,
+  /// so the first cause sticks. An op that fell out of the window is
+  /// ignored.
+  void ended(uint64_t ticket, state how, clock::time_point at = clock::now());
   /// Every op still running becomes `aborted` (the communicator aborted).
   void abort_running();
 
@@ -63,7 +66,6 @@ public:
   std::string dump(int rank, uint32_t comm_id, const std::string& why) const;
 
 private:
-  using clock = std::chrono::steady_clock;
   struct entry {
     uint64_t ticket;
     op_info info;

@@ -23,14 +23,14 @@ struct per_op {
 
 /// What `body` (run on both ranks, threads of this process, so the
 /// counters hold both) cost in actor messages and thread wake-ups, over
-/// TCP: the engine's path. (Ranks of one host over shared memory run ops
-/// up to MCCL_SHM_BOARD_BYTES on the host board, which is not an op actor.)
+/// `transport`: TCP is the engine's path; with "auto" the ranks, all on
+/// this host, run ops up to MCCL_SHM_BOARD_BYTES on the host board.
 template <class Body>
-mccl::actor_traffic traffic_of(Body body) {
+mccl::actor_traffic traffic_of(Body body, const char* transport = "tcp") {
   mccl::runtime rt;
   mccl::config_overrides o;
   o.set("MCCL_CONNECT_TIMEOUT_MS", 10000);
-  o.set("MCCL_TRANSPORT", "tcp");
+  o.set("MCCL_TRANSPORT", transport);
   auto before = mccl::get_actor_traffic();
   run_ranks(rt, 2, o, body);
   auto after = mccl::get_actor_traffic();
@@ -38,16 +38,22 @@ mccl::actor_traffic traffic_of(Body body) {
 }
 
 /// Both ranks run `ops` allreduces of `count` floats, each waited for by
-/// its caller.
-mccl::actor_traffic run(int ops, std::size_t count) {
-  return traffic_of([&](mccl::communicator& comm) {
-    std::vector<float> v(count);
-    for (int i = 0; i < ops; ++i) {
-      std::fill(v.begin(), v.end(), static_cast<float>(comm.rank() + i));
-      comm.allreduce(v.data(), v.size()).wait();
-      ASSERT_EQ(v[count - 1], static_cast<float>(1 + 2 * i)) << "op " << i;
-    }
-  });
+/// its caller; `algorithm`, when given, is the one each must have run.
+mccl::actor_traffic run(int ops, std::size_t count, const char* transport = "tcp", const char* algorithm = nullptr) {
+  return traffic_of(
+    [&](mccl::communicator& comm) {
+      std::vector<float> v(count);
+      for (int i = 0; i < ops; ++i) {
+        std::fill(v.begin(), v.end(), static_cast<float>(comm.rank() + i));
+        auto w = comm.allreduce(v.data(), v.size());
+        w.wait();
+        ASSERT_EQ(v[count - 1], static_cast<float>(1 + 2 * i)) << "op " << i;
+        if (algorithm != nullptr) {
+          ASSERT_EQ(w.metrics().algorithm, algorithm) << "op " << i;
+        }
+      }
+    },
+    transport);
 }
 
 /// Both ranks run `ops` exchanges of `count` floats: each posts a receive
@@ -68,8 +74,8 @@ mccl::actor_traffic run_sendrecv(int ops, std::size_t count) {
   });
 }
 
-per_op measure(int ops, std::size_t count) {
-  auto total = run(ops, count);
+per_op measure(int ops, std::size_t count, const char* transport = "tcp", const char* algorithm = nullptr) {
+  auto total = run(ops, count, transport, algorithm);
   double n = 2.0 * ops; // both ranks ran `ops` ops
   return {static_cast<double>(total.actor_messages) / n, static_cast<double>(total.thread_wakeups) / n};
 }
@@ -92,6 +98,14 @@ TEST(ActorTraffic, ASmallAllreduceIsAtMostTwoMessagesToItsActorAndNoWakeUp) {
   EXPECT_GE(p.messages, 1.0);
   EXPECT_LE(p.messages, 2.0);
   EXPECT_LE(p.wakeups, 0.05);
+}
+
+TEST(ActorTraffic, ABoardAllreduceIsOneMessageToItsActorAndNoWakeUp) {
+  // Both ranks on this host: a 4 B allreduce runs on the host board, all
+  // of it inside its op actor's start handler, on the caller's thread.
+  auto p = measure(200, 1, "auto", "board");
+  EXPECT_EQ(p.messages, 1.0);
+  EXPECT_EQ(p.wakeups, 0.0);
 }
 
 TEST(ActorTraffic, ALargeAllreduceSendsAChunkMessagePerChunkAndWakesNoThread) {

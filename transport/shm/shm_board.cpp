@@ -101,7 +101,8 @@ shm_board::shm_board(shm_segment segment, int world, int rank, std::size_t slot_
   : segment_(std::move(segment)), world_(world), rank_(rank), slot_bytes_(slot_bytes), stage_bytes_(stage_bytes),
     result_bytes_(result_bytes(world, stage_bytes)), bank_stride_(bank_stride_of(slot_bytes)),
     stride_(stride_of(slot_bytes, stage_bytes, result_bytes_)),
-    stage_offset_(round_up(slot_header_bytes + 2 * bank_stride_, 4096)), yield_while_polling_(cpus_per_rank(world) < 2) {}
+    stage_offset_(round_up(slot_header_bytes + 2 * bank_stride_, 4096)), yield_while_polling_(cpus_per_rank(world) < 2),
+    look_round_(cpus_per_rank(world) == 0 ? 0 : 63) {}
 
 shm_board::slot& shm_board::slot_of(int r) const noexcept {
   auto* at = segment_.data() + 64 + static_cast<std::size_t>(r) * stride_;
@@ -173,7 +174,7 @@ shm_board::waited shm_board::wait_all(uint64_t n, uint64_t seq, const board_tag&
   auto* header = reinterpret_cast<board_header*>(segment_.data());
   waited w;
   int left = count;
-  auto spin_until = clock::now() + how.spin;
+  clock::time_point spin_until{}; // set at the first look (look_round_)
   clock::time_point departed_seen{};
   int departed_peer = -1;
   for (unsigned round = 0;; ++round) {
@@ -199,7 +200,7 @@ shm_board::waited shm_board::wait_all(uint64_t n, uint64_t seq, const board_tag&
     w.posted = count - left;
     if (left == 0)
       return w;
-    if (round % 64 != 0)
+    if (round % 64 != look_round_)
       continue;
     for (int i = 0; i < left; ++i) {
       int p = pending[i];
@@ -224,6 +225,8 @@ shm_board::waited shm_board::wait_all(uint64_t n, uint64_t seq, const board_tag&
       return w;
     }
     auto now = clock::now();
+    if (round == look_round_)
+      spin_until = now + how.spin;
     // A departure is the verdict only after a grace period in which an
     // ABORT the peer sent before leaving (over the links) may explain it.
     for (int i = 0; i < left; ++i) {

@@ -138,6 +138,14 @@ private:
   std::size_t stride_;       ///< one slot with its banks
   std::size_t stage_offset_; ///< the first stage bank, from its slot
   bool yield_while_polling_; ///< a rank has under 2 CPUs to itself (cpus_per_rank)
+  /// Which sweep of every 64 in wait_all() looks past the counters (the
+  /// clock, stop(), departures, the yield). The first where ranks outnumber
+  /// the CPUs: the peer waited for may need this core to post at all. The
+  /// 64th otherwise, so that a wait whose peers post within it (about a
+  /// microsecond) reads no clock and makes no sched_yield, a system call:
+  /// on 2 vCPUs a 2-rank 4 B allreduce took 0.7 us instead of 1.5
+  /// (docs/performance.md, "Board ops on op actors").
+  unsigned look_round_;
 };
 
 } // namespace mccl::transport
