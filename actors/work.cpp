@@ -113,7 +113,9 @@ op_metrics work::metrics() const { return state_ ? state_->metrics() : op_metric
 void work::wait() const {
   if (!state_)
     throw error(errc::invalid_argument, "wait() on an empty work handle");
-  if (!state_->wait_until(std::chrono::steady_clock::now() + state_->wait_bound()))
+  // An op done in its call (every small one) needs no deadline: no clock
+  // read (some 25 ns on the VMs measured, of a 1-10 us op).
+  if (!state_->done() && !state_->wait_until(std::chrono::steady_clock::now() + state_->wait_bound()))
     throw error(errc::internal, "op did not finish within its deadline plus 10 s although the "
                                 "watchdog should have failed it; please report this");
   if (auto f = state_->failure())
