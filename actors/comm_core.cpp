@@ -369,7 +369,7 @@ bool comm_core::status(std::vector<engine::op_status>& out, std::chrono::millise
   kick();
   {
     std::lock_guard<std::mutex> guard{board_status_mutex_};
-    if (board_op_running_.load(std::memory_order_acquire) && board_op_) {
+    if (board_op_) {
       engine::op_status s;
       s.op = describe(*board_op_);
       s.seq = board_op_->seq;

@@ -264,15 +264,11 @@ private:
   std::condition_variable board_queue_cv_; ///< with submit_mutex_: the board thread's wake-up
   std::thread board_thread_;               ///< started by the first op posted to the board
   bool board_thread_stop_ = false;         ///< under submit_mutex_
-  /// The board op started last, for status queries (null: none yet),
-  /// set under the mutex as it starts; board_op_running_ says it has not
-  /// ended. Its end is only that flag (one lock per board op, not two):
-  /// the op stays named here until the next starts.
+  /// The op on the board now, for status queries (null: none).
   std::mutex board_status_mutex_;
   op_ptr board_op_;
   std::string_view board_op_algorithm_;
   clock::time_point board_op_started_;
-  std::atomic<bool> board_op_running_{false};
   /// By op_kind: MCCL_ALGO has rules for it (then it may keep an op off the
   /// board); worked out once, not per op.
   std::array<bool, 32> algo_named_{};

@@ -183,7 +183,10 @@ struct comm_core::board_run final : board_session {
   board_run(comm_core& c, board_job& j, op_report& r) : core(c), job(j), report(r) {}
   void run() override { core.exchange_on_board(job, report); }
   void fail(errc code, const std::string& why) override {
-    core.board_op_running_.store(false, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> guard{core.board_status_mutex_};
+      core.board_op_ = nullptr;
+    }
     report.algorithm = job.algorithm;
     report.seq = job.op->seq;
     report.code = code;
@@ -242,7 +245,6 @@ void comm_core::exchange_on_board(board_job& job, op_report& report) {
     board_op_algorithm_ = algorithm;
     board_op_started_ = started;
   }
-  board_op_running_.store(true, std::memory_order_release);
   auto outcome = algorithm == "board_rs"      ? run_board_rs(*op, call)
                  : algorithm == "board_stage" ? run_board_stage(*op, call)
                                               : mccl::run_on_board(*op, call);
@@ -250,7 +252,10 @@ void comm_core::exchange_on_board(board_job& job, op_report& report) {
     outcome = departed_or_revoked(std::move(outcome));
   if (outcome.code == errc::none)
     outcome = revoke_verdict_on_board(*op, call.seq);
-  board_op_running_.store(false, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> guard{board_status_mutex_};
+    board_op_ = nullptr;
+  }
   auto ended = clock::now();
   if (trace_)
     trace_->op(to_string(op->kind), true, call.seq, std::string(algorithm), op->selection_bytes(init_.world), 0,

@@ -101,8 +101,11 @@ shm_board::shm_board(shm_segment segment, int world, int rank, std::size_t slot_
   : segment_(std::move(segment)), world_(world), rank_(rank), slot_bytes_(slot_bytes), stage_bytes_(stage_bytes),
     result_bytes_(result_bytes(world, stage_bytes)), bank_stride_(bank_stride_of(slot_bytes)),
     stride_(stride_of(slot_bytes, stage_bytes, result_bytes_)),
-    stage_offset_(round_up(slot_header_bytes + 2 * bank_stride_, 4096)), yield_while_polling_(cpus_per_rank(world) < 2),
-    look_round_(cpus_per_rank(world) == 0 ? 0 : 63) {}
+    stage_offset_(round_up(slot_header_bytes + 2 * bank_stride_, 4096)) {
+  auto cpus = cpus_per_rank(world);
+  yield_while_polling_ = cpus < 2;
+  look_round_ = cpus == 0 ? 0 : 63;
+}
 
 shm_board::slot& shm_board::slot_of(int r) const noexcept {
   auto* at = segment_.data() + 64 + static_cast<std::size_t>(r) * stride_;

@@ -137,7 +137,7 @@ private:
   std::size_t bank_stride_; ///< one bank with its line's head
   std::size_t stride_;       ///< one slot with its banks
   std::size_t stage_offset_; ///< the first stage bank, from its slot
-  bool yield_while_polling_; ///< a rank has under 2 CPUs to itself (cpus_per_rank)
+  bool yield_while_polling_ = false; ///< a rank has under 2 CPUs to itself (cpus_per_rank)
   /// Which sweep of every 64 in wait_all() looks past the counters (the
   /// clock, stop(), departures, the yield). The first where ranks outnumber
   /// the CPUs: the peer waited for may need this core to post at all. The
@@ -145,7 +145,7 @@ private:
   /// microsecond) reads no clock and makes no sched_yield, a system call:
   /// on 2 vCPUs a 2-rank 4 B allreduce went from 1.12x c9061a7's time to
   /// 0.71x (docs/performance.md, "Board ops on op actors").
-  unsigned look_round_;
+  unsigned look_round_ = 63;
 };
 
 } // namespace mccl::transport
