@@ -27,7 +27,7 @@ void driving_unit::exec_later(caf::resumable* job) {
   if (on_driver_thread()) {
     // The driver's own queue: only this thread touches it, no lock.
     local_jobs_.push_back(job);
-    local_pushes_.fetch_add(1, std::memory_order_relaxed);
+    bump(local_pushes_);
     return;
   }
   {
@@ -74,7 +74,7 @@ std::size_t driving_unit::drain(std::size_t max_jobs) {
         break;
     }
   }
-  resumes_.fetch_add(ran, std::memory_order_relaxed);
+  bump(resumes_, ran);
   draining_.store(false, std::memory_order_relaxed);
   return ran;
 }

@@ -50,6 +50,19 @@
 
 namespace mccl::actors {
 
+/// An actor that handles a message dispatched to it (driving_unit::
+/// dispatch()) itself, with what it needs of CAF's activation around its
+/// handler: op_actor.cpp says what it skips, and why that is safe for it.
+class in_place_handler {
+public:
+  /// Handles `x` on the calling thread as scheduled_actor::activate(unit,
+  /// x) would.
+  virtual void handle_in_place(caf::execution_unit* unit, caf::mailbox_element& x) = 0;
+
+protected:
+  ~in_place_handler() = default;
+};
+
 class driving_unit final : public caf::execution_unit {
 public:
   /// `wake` runs (on the pushing thread, outside any lock) when a job is
@@ -68,10 +81,15 @@ public:
   /// local pushes, run by its next drain without a wake-up.
   class driver_scope {
   public:
+    // Relaxed, and no read-modify-write: one thread drives at a time (the
+    // engine's leadership), and another thread reading driver_ only asks
+    // whether it is itself, which it can only be after its own store.
+    // (A seq_cst exchange and store were two locked instructions a message.)
     explicit driver_scope(driving_unit& unit)
-      : unit_(unit), before_(unit.driver_.exchange(std::this_thread::get_id())) {
+      : unit_(unit), before_(unit.driver_.load(std::memory_order_relaxed)) {
+      unit_.driver_.store(std::this_thread::get_id(), std::memory_order_relaxed);
     }
-    ~driver_scope() { unit_.driver_.store(before_); }
+    ~driver_scope() { unit_.driver_.store(before_, std::memory_order_relaxed); }
     driver_scope(const driver_scope&) = delete;
     driver_scope& operator=(const driver_scope&) = delete;
 
@@ -131,46 +149,52 @@ public:
                       this);
   }
 
-  /// Handles `xs...` as a message to `dest` on the calling thread, now,
-  /// through CAF's one-shot activation (scheduled_actor::activate(unit,
-  /// element): the actor's behaviour, its exception handler and its exit
-  /// run as for a message from its mailbox), the way CAF's I/O brokers run
-  /// the messages their multiplexer hands them. It skips what a resume adds
-  /// around one message (the mailbox's queues, the logger's actor id, the
-  /// scheduling of the actor), and its element lives on the caller's stack:
-  /// a message then costs about 1,000 instructions around its handler
-  /// instead of 2,100 (callgrind, rank 0 of a 4 B allreduce over TCP on 2
-  /// ranks: 1,060 for a start, 880 for a chunk; 1,230 and 1,060 with the
-  /// element on the heap).
+  /// Handles `xs...` as a message to the actor `handler` on the calling
+  /// thread, now: the element lives on the caller's stack and the actor
+  /// runs it as CAF's one-shot activation would (scheduled_actor::activate(
+  /// unit, element): the behaviour, the exception handler and the exit), the
+  /// way CAF's I/O brokers run the messages their multiplexer hands them,
+  /// without what a resume adds around one message (the mailbox's queues,
+  /// the scheduling of the actor) nor what the actor knows it does not
+  /// need (in_place_handler). A message then costs some 200-320
+  /// instructions around its handler (a chunk, a start: callgrind, rank 0
+  /// of a 4 B allreduce over TCP on 2 ranks, the runner's send included)
+  /// instead of 2,100 through the mailbox.
   ///
   /// Only when that changes nothing an actor can see: no handler of this
   /// unit is running (one handler's message to another actor waits until
   /// it returns, as from the mailbox) and `dest` is idle (its mailbox
   /// blocked: no message of its own waits that this one would pass).
-  /// can_dispatch() says whether it may; otherwise the caller sends the
+  /// can_dispatch(the actor) says whether it may; otherwise the caller sends the
   /// message (deliver(), then drain()). Jobs the handler queues run at the
   /// caller's next drain(). The driving thread's calls only.
   bool can_dispatch(caf::scheduled_actor* dest) const {
     return dest != nullptr && !draining_.load(std::memory_order_relaxed) && dest->mailbox().blocked();
   }
   template <class... Ts>
-  void dispatch(caf::scheduled_actor* dest, Ts&&... xs) {
+  void dispatch(in_place_handler& handler, Ts&&... xs) {
     // The element lives on this stack: a dispatched message is handled
     // here and now and never queued, so it needs no heap copy (CAF's
     // make_mailbox_element allocates one and frees it after the handler:
-    // about 170 instructions a message, by the figures above).
+    // about 170 instructions a message).
     caf::mailbox_element_vals<typename caf::detail::strip_and_convert<Ts>::type...> element{
       nullptr, caf::make_message_id(), {}, std::forward<Ts>(xs)...};
     draining_.store(true, std::memory_order_relaxed); // a drain() from the handler leaves it to ours
     {
       driver_scope driving{*this};
-      dest->activate(this, element);
+      handler.handle_in_place(this, element);
     }
     draining_.store(false, std::memory_order_relaxed);
-    dispatches_.fetch_add(1, std::memory_order_relaxed);
+    bump(dispatches_);
   }
 
 private:
+  /// One more on a counter only the driving thread writes (others read it):
+  /// a plain load and store, not a locked read-modify-write.
+  static void bump(std::atomic<uint64_t>& counter, uint64_t n = 1) {
+    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+
   bool on_driver_thread() const {
     return driver_.load(std::memory_order_relaxed) == std::this_thread::get_id();
   }
@@ -193,10 +217,10 @@ private:
   std::atomic<bool> foreign_waiting_{false}; ///< jobs_ is not empty
   std::atomic<std::thread::id> driver_{};
   std::atomic<bool> draining_{false}; ///< a drain() runs (on the one driving thread)
-  std::atomic<uint64_t> local_pushes_{0};
-  std::atomic<uint64_t> foreign_pushes_{0};
-  std::atomic<uint64_t> resumes_{0};
-  std::atomic<uint64_t> dispatches_{0};
+  std::atomic<uint64_t> local_pushes_{0};   ///< the driving thread's (bump())
+  std::atomic<uint64_t> foreign_pushes_{0}; ///< any thread's
+  std::atomic<uint64_t> resumes_{0};        ///< the driving thread's (bump())
+  std::atomic<uint64_t> dispatches_{0};     ///< the driving thread's (bump())
 };
 
 } // namespace mccl::actors

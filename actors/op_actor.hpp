@@ -33,7 +33,6 @@
 /// down handler aborts the communicator, and the pool drops the actor.
 
 #include "actors/driving_unit.hpp"
-#include "collectives/observability/metrics_registry.hpp"
 #include "collectives/engine/op_runner.hpp"
 #include "transport/received_frame.hpp"
 
@@ -137,22 +136,13 @@ private:
   /// An idle actor of the pool, or a new one (told to `supervise_`).
   std::unique_ptr<slot> take();
 
-  /// Sends `xs...` to `actor` and drains the unit: the message is handled
-  /// before this returns, or (sent from inside a handler) right after the
-  /// running handler.
+  /// Sends `xs...` to the actor of `to` and drains the unit: the message
+  /// is handled before this returns, or (sent from inside a handler) right
+  /// after the running handler.
   /// An idle actor outside any handler of the unit handles it in place
   /// (driving_unit::dispatch); otherwise it goes through the mailbox.
   template <class... Ts>
-  void send(const op_handle& actor, caf::scheduled_actor* self, Ts&&... xs) {
-    metrics_registry::count_actor_messages(1);
-    if (unit_.can_dispatch(self)) {
-      unit_.dispatch(self, std::forward<Ts>(xs)...);
-    } else {
-      driving_unit::driver_scope driving{unit_};
-      unit_.deliver(actor, std::forward<Ts>(xs)...);
-    }
-    unit_.drain();
-  }
+  void send(slot& to, Ts&&... xs);
 
   driving_unit& unit_;
   std::function<void(const op_handle&)> supervise_;
