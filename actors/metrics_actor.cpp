@@ -41,16 +41,8 @@ void metrics_feed::add(const op_metrics& metrics, bool failed) {
   {
     std::lock_guard<std::mutex> guard{mutex_};
     filling_->ops.push_back({metrics, failed});
-    auto held = filling_->ops.size();
-    if (held % batch_ops != 0 || !actor_)
+    if (filling_->ops.size() < batch_ops || !actor_)
       return;
-    // Looked at once per batch_ops ops: the clock read is paid once per
-    // batch, and a batch leaves once batch_interval has passed since the
-    // last one (or it is full).
-    auto now = std::chrono::steady_clock::now();
-    if (held < max_batch_ops && now - last_sent_ < batch_interval)
-      return;
-    last_sent_ = now;
     full = std::exchange(filling_, new_batch());
     // Folded batches leave from the front (the actor takes them in order).
     while (!sent_.empty() && sent_.front()->folded.load(std::memory_order_acquire))

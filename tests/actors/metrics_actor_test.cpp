@@ -57,40 +57,14 @@ protected:
 
 TEST_F(MetricsActor, FullBatchesAreFoldedByTheActorAlone) {
   auto feed = metrics_feed::start(sys_);
-  for (std::size_t i = 0; i < metrics_feed::batch_ops + 3; ++i)
+  for (std::size_t i = 0; i < 2 * metrics_feed::batch_ops + 3; ++i)
     feed->add(metrics(), false);
-  // Nobody reads: only the actor can fold the first batch (the feed's
-  // first, so no interval holds it). The 3 ops of the batch being filled
-  // wait for a reader.
+  // Nobody reads: only the actor can fold the two full batches. The 3 ops
+  // of the batch being filled wait for a reader.
   EXPECT_TRUE(drained_by_actor(*feed, 3)) << feed->held() << " ops held";
   EXPECT_EQ(feed->held(), 3u);
-  EXPECT_EQ(counted(), metrics_feed::batch_ops + 3); // the reader folds the 3
+  EXPECT_EQ(counted(), 2 * metrics_feed::batch_ops + 3); // the reader folds the 3
   EXPECT_EQ(feed->held(), 0u);
-  feed->stop();
-}
-
-TEST_F(MetricsActor, BatchesLeaveAtMostOncePerIntervalUnlessFull) {
-  auto feed = metrics_feed::start(sys_);
-  auto began = std::chrono::steady_clock::now();
-  for (std::size_t i = 0; i < 2 * metrics_feed::batch_ops; ++i)
-    feed->add(metrics(), false);
-  auto added = std::chrono::steady_clock::now();
-  // The first batch left at once; the second is full, but the interval
-  // since the first has not passed: it waits (one wake-up of the actor's
-  // thread per interval, whatever the ops' pace).
-  ASSERT_LT(added - began, metrics_feed::batch_interval) << "adding 512 ops took longer than the interval";
-  EXPECT_TRUE(drained_by_actor(*feed, metrics_feed::batch_ops)) << feed->held() << " ops held";
-  EXPECT_EQ(feed->held(), metrics_feed::batch_ops);
-  // Once the interval has passed, the next batch_ops-th op sends it all.
-  std::this_thread::sleep_for(metrics_feed::batch_interval);
-  for (std::size_t i = 0; i < metrics_feed::batch_ops; ++i)
-    feed->add(metrics(), false);
-  EXPECT_TRUE(drained_by_actor(*feed, 0)) << feed->held() << " ops held";
-  // However soon after, a batch of max_batch_ops leaves.
-  for (std::size_t i = 0; i < metrics_feed::max_batch_ops; ++i)
-    feed->add(metrics(), false);
-  EXPECT_TRUE(drained_by_actor(*feed, metrics_feed::max_batch_ops - 1)) << feed->held() << " ops held";
-  EXPECT_EQ(counted(), 3 * metrics_feed::batch_ops + metrics_feed::max_batch_ops);
   feed->stop();
 }
 
