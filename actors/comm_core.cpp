@@ -106,7 +106,7 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
                    clock::time_point::max());
     };
     h.wake_leader = [this] { engine_->wake(); };
-    op_thread_ = std::make_unique<op_thread>(std::move(h));
+    op_thread_ = std::make_unique<op_thread>(std::move(h), init_.cfg.helper_cpus);
   }
 }
 

@@ -4,7 +4,7 @@
 // holds the board (the caller, or the board thread).
 
 #include "actors/comm_core.hpp"
-#include "actors/thread_name.hpp"
+#include "actors/helper_thread.hpp"
 
 #include "collectives/algorithms/board_collectives.hpp"
 #include "collectives/observability/metrics_registry.hpp"
@@ -145,7 +145,7 @@ bool comm_core::run_board_queue(const work_state* until, bool try_only) {
 
 void comm_core::board_thread_main() {
   on_board_thread = true;
-  name_this_thread("mccl-board");
+  start_helper_thread("mccl-board", init_.cfg.helper_cpus);
   std::unique_lock<std::mutex> lock{submit_mutex_};
   for (;;) {
     board_queue_cv_.wait(lock, [this] { return board_thread_stop_ || !board_queue_.empty(); });

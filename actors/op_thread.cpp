@@ -1,12 +1,12 @@
 #include "actors/op_thread.hpp"
 
-#include "actors/thread_name.hpp"
+#include "actors/helper_thread.hpp"
 
 #include <algorithm>
 
 namespace mccl::actors {
 
-op_thread::op_thread(hooks h) : hooks_(std::move(h)) {
+op_thread::op_thread(hooks h, std::vector<int> cpus) : hooks_(std::move(h)), cpus_(std::move(cpus)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -52,7 +52,7 @@ void op_thread::stop() {
 }
 
 void op_thread::loop() {
-  name_this_thread("mccl-op");
+  start_helper_thread("mccl-op", cpus_);
   std::unique_lock<std::mutex> lock{mutex_};
   for (;;) {
     if (stopping_)

@@ -25,6 +25,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace mccl::actors {
 
@@ -47,7 +48,9 @@ public:
     std::function<void()> wake_leader;
   };
 
-  explicit op_thread(hooks h);
+  /// `cpus`: where the thread runs (MCCL_HELPER_CPUS; helper_thread.hpp);
+  /// empty: the creator's CPUs.
+  op_thread(hooks h, std::vector<int> cpus);
   /// Stops and joins the thread (stop()).
   ~op_thread();
   op_thread(const op_thread&) = delete;
@@ -68,6 +71,7 @@ private:
   void loop();
 
   hooks hooks_;
+  const std::vector<int> cpus_;
   std::mutex mutex_;
   std::condition_variable changed_;
   using clock = std::chrono::steady_clock;

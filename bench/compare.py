@@ -293,6 +293,9 @@ def main():
     ap.add_argument("--build", default=os.environ.get("MCCL_BUILD_DIR", os.path.join(REPO, "build")))
     ap.add_argument("--out", default=os.path.join(REPO, "out", "compare"))
     args = ap.parse_args()
+    # This script's, not mccl's: the ranks, which inherit this environment,
+    # would refuse an MCCL_ variable they do not know.
+    os.environ.pop("MCCL_BUILD_DIR", None)
     os.makedirs(args.out, exist_ok=True)
     if not os.path.exists(os.path.join(args.build, "bench", "mccl-bench")):
         sys.exit(f"compare.py: {args.build}/bench/mccl-bench is missing; run tools/dev.sh demo or build first")

@@ -35,6 +35,9 @@ shift || true
 PY=${PYTHON:-python3}
 MCCLRUN=${MCCLRUN:-$ROOT/tools/mcclrun}
 export PYTHONPATH="${PYTHONPATH:-$ROOT/${MCCL_BUILD_DIR:-build}/python}"
+# This script's, not mccl's: the ranks would refuse an MCCL_ variable they
+# do not know.
+unset MCCL_BUILD_DIR
 TRAIN=("$ROOT/examples/ddp_dummy_train.py" --steps 8 --warmup 3 --image 8 --threads 1
        --batch "$BATCH" "$@")
 mkdir -p "$OUT"

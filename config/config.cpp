@@ -139,6 +139,42 @@ long long parse_int(const std::string& text, long long lo, long long hi) {
   return value;
 }
 
+/// The CPUs of a Linux CPU list ("0-3,8,10-11", as taskset and /proc
+/// write them), ascending and each once; empty text: none. Every CPU is
+/// below 1024, the size of the kernel's cpu_set_t in glibc.
+std::vector<int> parse_cpu_list(const std::string& text) {
+  std::vector<int> cpus;
+  std::size_t begin = 0;
+  while (!text.empty() && begin <= text.size()) {
+    auto end = std::min(text.find(',', begin), text.size());
+    auto item = text.substr(begin, end - begin);
+    auto dash = item.find('-');
+    auto first = parse_int(item.substr(0, dash), 0, 1023);
+    auto last = dash == std::string::npos ? first : parse_int(item.substr(dash + 1), 0, 1023);
+    if (last < first)
+      throw bad_value{};
+    for (auto c = first; c <= last; ++c)
+      cpus.push_back(static_cast<int>(c));
+    begin = end + 1;
+  }
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  return cpus;
+}
+
+/// parse_cpu_list's inverse, with runs: {0, 1, 2, 5} -> "0-2,5".
+std::string cpu_list_text(const std::vector<int>& cpus) {
+  std::string out;
+  for (std::size_t i = 0; i < cpus.size();) {
+    auto j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1)
+      ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(cpus[i]) + (j > i ? "-" + std::to_string(cpus[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
+
 std::size_t parse_bytes(const std::string& text, std::size_t lo, std::size_t hi) {
   auto value = parse_byte_size(text);
   if (!value || *value < lo || *value > hi)
@@ -453,6 +489,12 @@ const setting_def setting_table[] = {
    [](config& cfg, const std::string& text) {
      cfg.worker_threads = static_cast<int>(parse_int(text, 0, 256));
    }},
+  {"MCCL_HELPER_CPUS", "",
+   "a list of CPU numbers and ranges below 1024 (e.g. 0-15 or 0-7,16-23), or empty",
+   "The CPUs a communicator's own threads (its op thread and board thread) run on; empty: those of "
+   "the thread that creates it. mcclrun, when it binds each rank to its share of the CPUs, sets the "
+   "CPUs of all its ranks on that host.",
+   [](config& cfg, const std::string& text) { cfg.helper_cpus = parse_cpu_list(text); }},
   {"MCCL_SPIN_US", "auto", "auto, or an integer number of microseconds between 0 and 1000000",
    "How long a thread that moves an op polls without traffic before sleeping until a "
    "connection is ready; auto: 2000 when this process may run on as many CPUs as its host has ranks, "
@@ -829,6 +871,7 @@ std::string describe(const config& cfg) {
     if (name == "MCCL_COMPRESSION") return to_string(cfg.compression);
     if (name == "MCCL_TOPK_RATIO") return format_real(cfg.topk_ratio);
     if (name == "MCCL_WORKER_THREADS") return std::to_string(cfg.worker_threads);
+    if (name == "MCCL_HELPER_CPUS") return quoted(cpu_list_text(cfg.helper_cpus));
     if (name == "MCCL_SPIN_US") return cfg.spin == spin_auto ? "auto" : std::to_string(cfg.spin.count());
     if (name == "MCCL_FLIGHT_RECORDER") return std::to_string(cfg.flight_recorder);
     if (name == "MCCL_FAST_MATH") return cfg.fast_math ? "1" : "0";

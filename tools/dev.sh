@@ -41,6 +41,11 @@ TORCH_REQUIREMENT="torch==2.13.0"
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${MCCL_BUILD_DIR:-$REPO_ROOT/build}"
+DEMO_RANKS="${MCCL_DEMO_RANKS:-4}"
+# Those two are this script's, not mccl's: a rank that finds an MCCL_
+# variable it does not know refuses to start (a misspelt setting is an
+# error, not a default), so they stop here, before any rank or test.
+unset MCCL_BUILD_DIR MCCL_DEMO_RANKS
 case "$BUILD_DIR" in
   /*) ;;
   *) BUILD_DIR="$PWD/$BUILD_DIR" ;;
@@ -165,7 +170,7 @@ demo() {
   build
   local bench="$BUILD_DIR/bench/mccl-bench"
   [[ -x "$bench" ]] || die "$bench was not built (is MCCL_BUILD_BENCH off?)"
-  local ranks="${MCCL_DEMO_RANKS:-4}"
+  local ranks="$DEMO_RANKS"
   step "demo: mccl-bench on $ranks ranks"
   # Through python3 rather than the shebang so a checkout without the
   # executable bit still works.

@@ -147,6 +147,9 @@ struct config {
   double topk_ratio = 0.01;
   /// CAF scheduler threads; 0 in input means auto, resolved to >= 1.
   int worker_threads = 0;
+  /// The CPUs a communicator's own threads (op thread, board thread) run
+  /// on, ascending; empty: those of the thread that creates it.
+  std::vector<int> helper_cpus;
   /// How long a thread moving an op polls (yielding) before it sleeps;
   /// spin_auto (MCCL_SPIN_US=auto, the default) until the communicator
   /// knows how many of its ranks share this host (resolved_spin).

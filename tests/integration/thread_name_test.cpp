@@ -1,12 +1,13 @@
-// mccl's own threads carry names (actors/thread_name.hpp), so that top -H,
+// mccl's own threads carry names (actors/helper_thread.hpp), so that top -H,
 // perf and gdb tell a communicator's op thread and board thread from the
-// program's threads.
+// program's threads, and run on MCCL_HELPER_CPUS when it is set.
 
 #include "rank_threads.hpp"
 
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <sched.h>
 
 #include <fstream>
 #include <map>
@@ -16,6 +17,30 @@
 using mccl_test::run_ranks;
 
 namespace {
+
+/// Each thread of this process with `name`: its Cpus_allowed_list.
+std::vector<std::string> cpus_of_threads(const std::string& name) {
+  std::vector<std::string> out;
+  DIR* dir = ::opendir("/proc/self/task");
+  if (!dir)
+    return out;
+  while (auto* e = ::readdir(dir)) {
+    if (e->d_name[0] == '.')
+      continue;
+    std::string task = std::string("/proc/self/task/") + e->d_name;
+    std::ifstream comm(task + "/comm");
+    std::string line;
+    std::getline(comm, line);
+    if (line != name)
+      continue;
+    std::ifstream status(task + "/status");
+    while (std::getline(status, line))
+      if (line.rfind("Cpus_allowed_list:", 0) == 0)
+        out.push_back(line.substr(line.find_first_not_of(" \t", 18)));
+  }
+  ::closedir(dir);
+  return out;
+}
 
 /// How many threads of this process carry each name.
 std::map<std::string, int> thread_names() {
@@ -61,4 +86,38 @@ TEST(ThreadNames, OpAndBoardThreadsCarryTheirNames) {
   });
   auto after = thread_names();
   EXPECT_EQ(after["mccl-op"] + after["mccl-board"], 0) << "finalize joined them";
+}
+
+TEST(ThreadNames, HelperThreadsRunOnTheHelperCpus) {
+  cpu_set_t mine;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof mine, &mine), 0);
+  int last = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mine))
+      last = c;
+  ASSERT_GE(last, 0);
+  mccl::runtime rt;
+  mccl::config_overrides o;
+  o.set("MCCL_CONNECT_TIMEOUT_MS", 10000);
+  o.set("MCCL_INLINE_BYTES", "64K");
+  o.set("MCCL_SHM_STAGE_BYTES", "1M");
+  o.set("MCCL_HELPER_CPUS", std::to_string(last));
+  run_ranks(rt, 3, o, [&](mccl::communicator& comm) {
+    std::vector<float> large(1 << 20, 1.0f);
+    auto big = comm.allreduce(large.data(), large.size());
+    big.wait();
+    ASSERT_EQ(big.metrics().algorithm, "board_rs");
+    ASSERT_EQ(large[4242], 3.0f);
+    comm.barrier().wait();
+    if (comm.rank() == 0) {
+      auto board = cpus_of_threads("mccl-board");
+      auto op = cpus_of_threads("mccl-op");
+      EXPECT_EQ(board, std::vector<std::string>(3, std::to_string(last)));
+      EXPECT_EQ(op, std::vector<std::string>(3, std::to_string(last)));
+      cpu_set_t now;
+      ASSERT_EQ(::sched_getaffinity(0, sizeof now, &now), 0);
+      EXPECT_TRUE(CPU_EQUAL(&now, &mine)) << "the calling thread keeps its own CPUs";
+    }
+    comm.barrier().wait();
+  });
 }

@@ -208,6 +208,29 @@ class BindingTest(unittest.TestCase):
         cpus = self.cpus_of_ranks(len(usable) + 1)
         self.assertTrue(all(c == usable for c in cpus.values()), cpus)
 
+    def test_bound_ranks_give_their_helper_threads_every_rank_cpu(self):
+        usable = sorted(os.sched_getaffinity(0))
+        if len(usable) < 2:
+            self.skipTest(f"needs 2 CPUs, this process may use {len(usable)}")
+        code = "import os; print(os.environ.get('MCCL_HELPER_CPUS', 'unset'))"
+
+        def helper_cpus(*options, env=None):
+            result = subprocess.run(
+                [PYTHON, MCCLRUN, "-n", "2", *options, "--", *python_rank(code)],
+                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CALL_TIMEOUT,
+                env=env, preexec_fn=lambda: os.sched_setaffinity(0, usable[:2]))
+            self.assertEqual(result.returncode, 0, result.stderr)
+            return sorted(result.stdout.split())
+
+        both = f"{usable[0]}-{usable[1]}" if usable[1] == usable[0] + 1 else f"{usable[0]},{usable[1]}"
+        def each_rank(value):
+            return sorted(["[0]", "[1]", value, value])
+
+        self.assertEqual(helper_cpus(), each_rank(both))
+        self.assertEqual(helper_cpus("--bind-to", "none"), each_rank("unset"))
+        own = {**os.environ, "MCCL_HELPER_CPUS": str(usable[0])}
+        self.assertEqual(helper_cpus(env=own), each_rank(str(usable[0])))
+
     def test_none_leaves_every_cpu(self):
         usable = sorted(os.sched_getaffinity(0))
         cpus = self.cpus_of_ranks(2, "--bind-to", "none")

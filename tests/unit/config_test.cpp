@@ -60,7 +60,7 @@ const std::vector<std::string> expected_names = {
   "MCCL_TRANSPORT_CRC",  "MCCL_TIMEOUT_MS",    "MCCL_CONNECT_TIMEOUT_MS",
   "MCCL_HEARTBEAT_MS",   "MCCL_HEARTBEAT_MISSES", "MCCL_RECONNECT_MS", "MCCL_CRC_RETRIES", "MCCL_FAULTS",
   "MCCL_FAULTS_REPORT",  "MCCL_LINK_PROFILE",  "MCCL_COMPRESSION",  "MCCL_TOPK_RATIO",
-  "MCCL_WORKER_THREADS", "MCCL_SPIN_US",       "MCCL_FLIGHT_RECORDER", "MCCL_FAST_MATH",
+  "MCCL_WORKER_THREADS", "MCCL_HELPER_CPUS",   "MCCL_SPIN_US",       "MCCL_FLIGHT_RECORDER", "MCCL_FAST_MATH",
   "MCCL_GPU_THRESHOLD",  "MCCL_SHADER_PATH",   "MCCL_TRACE", "MCCL_METRICS_PORT", "MCCL_METRICS_ADDR",
   "MCCL_JOB_TOKEN",      "MCCL_JOB_ID",
 };
@@ -352,6 +352,19 @@ TEST(ConfigEnv, WorkerThreads) {
   EXPECT_LE(automatic.worker_threads, 2);
 }
 
+TEST(ConfigEnv, HelperCpus) {
+  EXPECT_TRUE(resolve_env({}).helper_cpus.empty()) << "default: the creating thread's CPUs";
+  EXPECT_TRUE(resolve_env({{"MCCL_HELPER_CPUS", ""}}).helper_cpus.empty());
+  EXPECT_EQ(resolve_env({{"MCCL_HELPER_CPUS", "3"}}).helper_cpus, (std::vector<int>{3}));
+  EXPECT_EQ(resolve_env({{"MCCL_HELPER_CPUS", "8,0-2,5,1"}}).helper_cpus, (std::vector<int>{0, 1, 2, 5, 8}));
+  EXPECT_EQ(resolve_env({{"MCCL_HELPER_CPUS", "1020-1023"}}).helper_cpus, (std::vector<int>{1020, 1021, 1022, 1023}));
+  for (const char* bad : {"3-1", "1024", "-1", "a", "0-", "1,,2", "0 -2", "2,"}) {
+    auto why = env_error({{"MCCL_HELPER_CPUS", bad}});
+    EXPECT_NE(why.find("MCCL_HELPER_CPUS"), std::string::npos) << bad << ": " << why;
+    EXPECT_NE(why.find("below 1024"), std::string::npos) << bad << ": " << why;
+  }
+}
+
 TEST(ConfigEnv, SpinUs) {
   EXPECT_EQ(resolve_env({{"MCCL_SPIN_US", "auto"}}).spin, spin_auto);
   EXPECT_EQ(resolve_env({{"MCCL_SPIN_US", "0"}}).spin, 0us);
@@ -424,7 +437,7 @@ TEST(ConfigEnv, AllAtOnce) {
     {"MCCL_TIMEOUT_MS", "5000"},        {"MCCL_CONNECT_TIMEOUT_MS", "2000"},
     {"MCCL_HEARTBEAT_MS", "100"},       {"MCCL_LINK_PROFILE", "ethernet"},
     {"MCCL_COMPRESSION", "none"},       {"MCCL_TOPK_RATIO", "0.01"},
-    {"MCCL_WORKER_THREADS", "3"},       {"MCCL_SPIN_US", "10"},
+    {"MCCL_WORKER_THREADS", "3"},       {"MCCL_HELPER_CPUS", "0-3"},     {"MCCL_SPIN_US", "10"},
     {"MCCL_JOB_TOKEN", "abc"},          {"MCCL_ALGO", "broadcast=tree"},
     {"MCCL_INLINE_BYTES", "4K"},        {"MCCL_FLIGHT_RECORDER", "8"},
     {"MCCL_HEARTBEAT_MISSES", "4"},     {"MCCL_CRC_RETRIES", "6"},
@@ -473,6 +486,7 @@ TEST(ConfigEnv, AllAtOnce) {
   EXPECT_EQ(cfg.socket_buffer_bytes, 2u << 20);
   EXPECT_EQ(cfg.compression, compression_kind::none);
   EXPECT_EQ(cfg.worker_threads, 3);
+  EXPECT_EQ(cfg.helper_cpus, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(cfg.spin, 10us);
   EXPECT_EQ(cfg.job_token, "abc");
   EXPECT_EQ(cfg.flight_recorder, 8u);
@@ -598,6 +612,9 @@ const std::vector<bad_case> bad_cases = {
   {"MCCL_WORKER_THREADS", "-1"},
   {"MCCL_WORKER_THREADS", "auto"},
   {"MCCL_WORKER_THREADS", ""},
+  {"MCCL_HELPER_CPUS", "3-1"},
+  {"MCCL_HELPER_CPUS", "1024"},
+  {"MCCL_HELPER_CPUS", "0,"},
   {"MCCL_SPIN_US", "1000001"},
   {"MCCL_SPIN_US", "x"},
   {"MCCL_SPIN_US", "1.5"},
