@@ -10,17 +10,19 @@
 #include <sched.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 using mccl_test::run_ranks;
 
 namespace {
 
-/// Each thread of this process with `name`: its Cpus_allowed_list.
-std::vector<std::string> cpus_of_threads(const std::string& name) {
-  std::vector<std::string> out;
+/// The threads of this process: name and /proc folder of each.
+std::vector<std::pair<std::string, std::string>> threads() {
+  std::vector<std::pair<std::string, std::string>> out;
   DIR* dir = ::opendir("/proc/self/task");
   if (!dir)
     return out;
@@ -29,14 +31,9 @@ std::vector<std::string> cpus_of_threads(const std::string& name) {
       continue;
     std::string task = std::string("/proc/self/task/") + e->d_name;
     std::ifstream comm(task + "/comm");
-    std::string line;
-    std::getline(comm, line);
-    if (line != name)
-      continue;
-    std::ifstream status(task + "/status");
-    while (std::getline(status, line))
-      if (line.rfind("Cpus_allowed_list:", 0) == 0)
-        out.push_back(line.substr(line.find_first_not_of(" \t", 18)));
+    std::string name;
+    std::getline(comm, name);
+    out.emplace_back(name, task);
   }
   ::closedir(dir);
   return out;
@@ -45,44 +42,55 @@ std::vector<std::string> cpus_of_threads(const std::string& name) {
 /// How many threads of this process carry each name.
 std::map<std::string, int> thread_names() {
   std::map<std::string, int> out;
-  DIR* dir = ::opendir("/proc/self/task");
-  if (!dir)
-    return out;
-  while (auto* e = ::readdir(dir)) {
-    if (e->d_name[0] == '.')
-      continue;
-    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
-    std::string name;
-    std::getline(comm, name);
+  for (const auto& [name, task] : threads())
     ++out[name];
-  }
-  ::closedir(dir);
   return out;
 }
 
-} // namespace
+/// Each thread of this process with `name`: its Cpus_allowed_list.
+std::vector<std::string> cpus_of_threads(const std::string& name) {
+  std::vector<std::string> out;
+  for (const auto& [thread, task] : threads()) {
+    if (thread != name)
+      continue;
+    std::ifstream status(task + "/status");
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind("Cpus_allowed_list:", 0) == 0)
+        out.push_back(line.substr(line.find_first_not_of(" \t", 18)));
+  }
+  return out;
+}
 
-TEST(ThreadNames, OpAndBoardThreadsCarryTheirNames) {
-  ASSERT_EQ(thread_names().count("mccl-op"), 0u) << "no communicator yet";
+/// Three ranks in this process, each with an op thread, run a 4 MiB
+/// allreduce on the board's stage (board_rs, which starts the board
+/// thread); then `look` runs on rank 0 while every helper thread lives.
+void with_helper_threads(mccl::config_overrides o, const std::function<void()>& look) {
   mccl::runtime rt;
-  mccl::config_overrides o;
   o.set("MCCL_CONNECT_TIMEOUT_MS", 10000);
   o.set("MCCL_INLINE_BYTES", "64K");
   o.set("MCCL_SHM_STAGE_BYTES", "1M");
-  run_ranks(rt, 3, o, [](mccl::communicator& comm) {
-    // 4 MiB on the board's stage: board_rs, which starts the board thread.
+  run_ranks(rt, 3, o, [&](mccl::communicator& comm) {
     std::vector<float> large(1 << 20, 1.0f);
     auto big = comm.allreduce(large.data(), large.size());
     big.wait();
     ASSERT_EQ(big.metrics().algorithm, "board_rs");
     ASSERT_EQ(large[4242], 3.0f);
     comm.barrier().wait();
-    if (comm.rank() == 0) {
-      auto names = thread_names();
-      EXPECT_EQ(names["mccl-op"], 3) << "one op thread per communicator";
-      EXPECT_EQ(names["mccl-board"], 3) << "one board thread per communicator that ran board_rs";
-    }
+    if (comm.rank() == 0)
+      look();
     comm.barrier().wait();
+  });
+}
+
+} // namespace
+
+TEST(ThreadNames, OpAndBoardThreadsCarryTheirNames) {
+  ASSERT_EQ(thread_names().count("mccl-op"), 0u) << "no communicator yet";
+  with_helper_threads({}, [] {
+    auto names = thread_names();
+    EXPECT_EQ(names["mccl-op"], 3) << "one op thread per communicator";
+    EXPECT_EQ(names["mccl-board"], 3) << "one board thread per communicator that ran board_rs";
   });
   auto after = thread_names();
   EXPECT_EQ(after["mccl-op"] + after["mccl-board"], 0) << "finalize joined them";
@@ -96,28 +104,13 @@ TEST(ThreadNames, HelperThreadsRunOnTheHelperCpus) {
     if (CPU_ISSET(c, &mine))
       last = c;
   ASSERT_GE(last, 0);
-  mccl::runtime rt;
   mccl::config_overrides o;
-  o.set("MCCL_CONNECT_TIMEOUT_MS", 10000);
-  o.set("MCCL_INLINE_BYTES", "64K");
-  o.set("MCCL_SHM_STAGE_BYTES", "1M");
   o.set("MCCL_HELPER_CPUS", std::to_string(last));
-  run_ranks(rt, 3, o, [&](mccl::communicator& comm) {
-    std::vector<float> large(1 << 20, 1.0f);
-    auto big = comm.allreduce(large.data(), large.size());
-    big.wait();
-    ASSERT_EQ(big.metrics().algorithm, "board_rs");
-    ASSERT_EQ(large[4242], 3.0f);
-    comm.barrier().wait();
-    if (comm.rank() == 0) {
-      auto board = cpus_of_threads("mccl-board");
-      auto op = cpus_of_threads("mccl-op");
-      EXPECT_EQ(board, std::vector<std::string>(3, std::to_string(last)));
-      EXPECT_EQ(op, std::vector<std::string>(3, std::to_string(last)));
-      cpu_set_t now;
-      ASSERT_EQ(::sched_getaffinity(0, sizeof now, &now), 0);
-      EXPECT_TRUE(CPU_EQUAL(&now, &mine)) << "the calling thread keeps its own CPUs";
-    }
-    comm.barrier().wait();
+  with_helper_threads(o, [&] {
+    EXPECT_EQ(cpus_of_threads("mccl-board"), std::vector<std::string>(3, std::to_string(last)));
+    EXPECT_EQ(cpus_of_threads("mccl-op"), std::vector<std::string>(3, std::to_string(last)));
+    cpu_set_t now;
+    ASSERT_EQ(::sched_getaffinity(0, sizeof now, &now), 0);
+    EXPECT_TRUE(CPU_EQUAL(&now, &mine)) << "the calling thread keeps its own CPUs";
   });
 }
