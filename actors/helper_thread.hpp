@@ -9,7 +9,7 @@
 /// inherits its creator's CPUs. A rank's board thread then takes turns
 /// with its own rank's thread (PyTorch's, in training) even while another
 /// rank's CPU waits for the slowest rank. Given all the job's CPUs, it runs
-/// where one is free: DDP at 16 ranks on 16 cores trained 1.09-1.12x as
+/// where one is free: DDP at 16 ranks on 16 cores trained 1.08-1.18x as
 /// many samples a second (docs/performance.md, "PyTorch DDP training").
 
 #include <vector>
