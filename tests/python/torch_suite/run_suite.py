@@ -30,6 +30,7 @@ the expecttest package (tools/dev.sh installs it).
 """
 
 import argparse
+import atexit
 import json
 import os
 import re
@@ -224,65 +225,68 @@ def main():
     if args.disguise_as and args.backend != "mccl":
         sys.exit("run_suite: --disguise-as is for --backend mccl")
     temp = set_environment(args)
+    # The folder goes at exit, after multiprocessing's own exit handler
+    # (atexit runs the last registered first, and multiprocessing, imported
+    # with the suite below, registers later): that handler removes the
+    # pymp-* folder multiprocessing made in it, and printed a traceback
+    # when the folder had gone first.
+    atexit.register(shutil.rmtree, temp, True)
     try:
-        try:
-            import suite  # noqa: E402  (reads the environment set above)
-        except ModuleNotFoundError as e:
-            if e.name != "expecttest":
-                raise
-            sys.exit(f"run_suite: PyTorch's test suite needs expecttest: {sys.executable} -m pip install "
-                     "expecttest (tools/dev.sh installs it)")
-        if args.start == "forkserver":
-            import multiprocessing
-            multiprocessing.set_forkserver_preload(["suite"])
-        cls = suite.TestDistBackendWithSpawn
-        names = selected_names(args, unittest.TestLoader().getTestCaseNames(cls))
-        if args.list:
-            print("\n".join(names))
-            return 0
-        if not names:
-            sys.exit("run_suite: no test selected")
-
-        def on_signal(signum, _frame):
-            kill_ranks()
-            sys.stderr.write(f"run_suite: stopped by signal {signum}; ranks killed\n")
-            os._exit(128 + signum)
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-        if args.deadline > 0:
-            def past_deadline():
-                kill_ranks()
-                sys.stderr.write(f"run_suite: past the deadline of {args.deadline:.0f} s; ranks killed\n")
-                sys.stderr.flush()
-                os._exit(124)
-            timer = threading.Timer(args.deadline, past_deadline)
-            timer.daemon = True
-            timer.start()
-
-        tests = unittest.TestSuite(cls(n) for n in names)
-        runner = unittest.TextTestRunner(stream=sys.stdout, verbosity=1 if args.quiet else 2,
-                                         resultclass=CountingResult)
-        start = time.monotonic()
-        result = runner.run(tests)
-        seconds = time.monotonic() - start
-        kill_ranks()
-        label = args.backend + (f" disguised as {args.disguise_as}" if args.disguise_as else "")
-        counts = summarize(label, args.world_size, result.outcomes, seconds)
-        if args.json:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump({"backend": args.backend, "disguised_as": args.disguise_as,
-                       "world_size": args.world_size,
-                           "seconds": round(seconds, 1), "counts": counts,
-                           "tests": result.outcomes}, f, indent=1, sort_keys=True)
-        if counts["failed"] or counts["error"]:
-            return 1
-        if args.require_pass and counts["skipped"]:
-            print("run_suite: --require-pass: skipped tests count as failures here")
-            return 1
+        import suite  # noqa: E402  (reads the environment set above)
+    except ModuleNotFoundError as e:
+        if e.name != "expecttest":
+            raise
+        sys.exit(f"run_suite: PyTorch's test suite needs expecttest: {sys.executable} -m pip install "
+                 "expecttest (tools/dev.sh installs it)")
+    if args.start == "forkserver":
+        import multiprocessing
+        multiprocessing.set_forkserver_preload(["suite"])
+    cls = suite.TestDistBackendWithSpawn
+    names = selected_names(args, unittest.TestLoader().getTestCaseNames(cls))
+    if args.list:
+        print("\n".join(names))
         return 0
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
+    if not names:
+        sys.exit("run_suite: no test selected")
+
+    def on_signal(signum, _frame):
+        kill_ranks()
+        sys.stderr.write(f"run_suite: stopped by signal {signum}; ranks killed\n")
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if args.deadline > 0:
+        def past_deadline():
+            kill_ranks()
+            sys.stderr.write(f"run_suite: past the deadline of {args.deadline:.0f} s; ranks killed\n")
+            sys.stderr.flush()
+            os._exit(124)
+        timer = threading.Timer(args.deadline, past_deadline)
+        timer.daemon = True
+        timer.start()
+
+    tests = unittest.TestSuite(cls(n) for n in names)
+    runner = unittest.TextTestRunner(stream=sys.stdout, verbosity=1 if args.quiet else 2,
+                                     resultclass=CountingResult)
+    start = time.monotonic()
+    result = runner.run(tests)
+    seconds = time.monotonic() - start
+    kill_ranks()
+    label = args.backend + (f" disguised as {args.disguise_as}" if args.disguise_as else "")
+    counts = summarize(label, args.world_size, result.outcomes, seconds)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"backend": args.backend, "disguised_as": args.disguise_as,
+                   "world_size": args.world_size,
+                       "seconds": round(seconds, 1), "counts": counts,
+                       "tests": result.outcomes}, f, indent=1, sort_keys=True)
+    if counts["failed"] or counts["error"]:
+        return 1
+    if args.require_pass and counts["skipped"]:
+        print("run_suite: --require-pass: skipped tests count as failures here")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
