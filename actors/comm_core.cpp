@@ -61,14 +61,10 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   eo.scenario = init_.scenario;
   eo.flight = flight_;
   eo.trace = trace_;
-  // The op actors run on this communicator's driving unit, drained by the
-  // thread that leads the engine. Nothing but that thread should queue
-  // work there; if something else does, the next pass drains it.
-  unit_ = std::make_unique<driving_unit>(*init_.system, [this] {
-    metrics_registry::count_thread_wakeup();
-    if (engine_)
-      engine_->post_task([this] { unit_->drain(); });
-  });
+  // The communicator's actors run on its driving unit, drained by the
+  // thread that leads the engine (pass()); start_actors() says what a
+  // message from another thread does.
+  unit_ = std::make_shared<driving_unit>(*init_.system);
   // Op actors are monitored by the supervisor (spawned below, before any
   // op): one message per actor of the pool, not per op.
   auto supervise = [this](const op_handle& a) {
@@ -112,6 +108,9 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
 
 comm_core::~comm_core() {
   finalize();
+  // An actor finalize did not wait for may still get a message: it runs on
+  // a CAF worker from now on.
+  unit_->detach();
 }
 
 void comm_core::start_actors() {
@@ -120,8 +119,17 @@ void comm_core::start_actors() {
   links_.resize(static_cast<std::size_t>(init_.world));
   for (int r = 0; r < init_.world; ++r) // epoch 0, the ranks themselves, until a change says otherwise
     members_.members.push_back(r);
-  // The link actors run on the driving unit; they start here, on this
-  // thread, before any op (no leader drains the unit yet).
+  // A message for the communicator's actors from a thread that is not
+  // draining their unit (the supervisor's revoke from the API, a link's exit
+  // or the resumer's answer from elsewhere, a request's timeout from CAF's
+  // clock) runs here if nobody leads the engine, else by the leader after
+  // its pass. Held weakly: a unit may outlive its communicator by a little.
+  unit_->set_wake([weak = core_ref(self)] {
+    if (auto core = weak.lock())
+      core->actors_have_mail();
+  });
+  // The supervisor and the link actors run on the driving unit; they start
+  // here, on this thread, before any op (no leader drains the unit yet).
   {
     driving_unit::driver_scope driving{*unit_};
     for (int peer = 0; peer < init_.world; ++peer) {
@@ -130,7 +138,6 @@ void comm_core::start_actors() {
       link_init li;
       li.core = self;
       li.peer = peer;
-      li.heartbeat = init_.cfg.heartbeat;
       if (init_.resumer && init_.cfg.transport_crc) {
         li.resumer = init_.resumer;
         li.reconnect = std::min(init_.cfg.reconnect, init_.cfg.timeout); // never beyond the op deadline
@@ -138,10 +145,10 @@ void comm_core::start_actors() {
       li.link = link_channels_->take(peer);
       links_[peer] = spawn_link_actor(*unit_, std::move(li));
     }
+    progress_ = spawn_progress_actor(sys, self);
+    supervisor_ = spawn_supervisor_actor(*unit_, self, links_, progress_);
     unit_->drain();
   }
-  progress_ = spawn_progress_actor(sys, self);
-  supervisor_ = spawn_supervisor_actor(sys, self, links_, progress_);
   if (init_.watchdog) {
     watch_key_ = next_watch_key.fetch_add(1);
     caf::anon_send(init_.watchdog, watch_atom::value, watch_key_, self);
@@ -249,7 +256,7 @@ bool comm_core::lead_until(driver_kind who, const std::function<bool()>& done, c
     }
     led = true;
     for (;;) {
-      bool moved = engine_->progress(lead);
+      bool moved = pass(lead);
       auto t = now();
       // Letting go completes what ended; then look at `done` again. (It
       // may hold already: another leader completed the work between our
@@ -269,7 +276,7 @@ bool comm_core::lead_until(driver_kind who, const std::function<bool()>& done, c
       }
       engine_->wait(lead, std::min({deadline, engine_->next_due(lead), t + wait_slice}));
     }
-    lead.release(false);
+    let_go(lead);
     if (now() >= deadline)
       break;
   }
@@ -286,7 +293,7 @@ comm_core::actor_turn comm_core::drive_as_actor(const std::function<void()>& wak
   bool moved = false;
   // A bounded turn, so the worker serves other actors in between.
   for (int passes = 0; passes < 16; ++passes) {
-    bool m = engine_->progress(lead);
+    bool m = pass(lead);
     moved |= m;
     if (!m || engine_->completions_pending(lead))
       break;
@@ -300,13 +307,60 @@ comm_core::actor_turn comm_core::drive_as_actor(const std::function<void()>& wak
     engine_->arm(lead, wake);
     turn.next = engine_->next_due(lead);
   }
-  lead.release(false);
+  let_go(lead);
   return turn;
 }
 
+bool comm_core::pass(engine::leadership& lead) {
+  bool moved = engine_->progress(lead);
+  // What the pass told the communicator's actors (the engine's findings
+  // for a link actor or the supervisor), and what came for them from other
+  // threads, they handle now, on this thread; what they post to the engine
+  // the next pass takes. When nothing is queued (every op's pass), drain()
+  // reads two words and returns.
+  while (unit_->drain() > 0)
+    moved |= engine_->progress(lead);
+  return moved;
+}
+
+void comm_core::let_go(engine::leadership& lead) {
+  lead.release(false);
+  // A message for the actors queued by a thread that found the engine led
+  // just now (actors_have_mail) was left to this leader: if it let go
+  // before draining it, it runs here. (The fence pairs with the queuing
+  // thread's: one of the two sees the other.)
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (unit_->foreign_jobs_waiting())
+    kick();
+}
+
 void comm_core::kick() {
-  if (auto lead = engine_->try_lead(driver_kind::actor))
-    engine_->progress(lead);
+  // A handler of the communicator's actors, which the leader runs in its
+  // pass (pass()): what it posted, the leader's next pass takes.
+  if (engine_->led_by_this_thread())
+    return;
+  for (;;) {
+    auto lead = engine_->try_lead(driver_kind::actor);
+    if (!lead)
+      return;
+    pass(lead);
+    lead.release();
+    std::atomic_thread_fence(std::memory_order_seq_cst); // as in let_go()
+    if (!unit_->foreign_jobs_waiting())
+      return;
+  }
+}
+
+void comm_core::actors_have_mail() {
+  // Called on the thread that queued it, outside the unit's lock.
+  if (engine_->led_by_this_thread())
+    return; // the engine's listener, inside a pass: pass() drains after it
+  std::atomic_thread_fence(std::memory_order_seq_cst); // as in let_go()
+  // Nobody leads: it runs here, this thread leading for the while.
+  kick();
+  // Another thread leads: it drains after its pass, or in let_go(); if it
+  // sleeps in the engine's wait, this knock wakes it.
+  engine_->wake();
 }
 
 void comm_core::check() {
@@ -423,7 +477,11 @@ void comm_core::finalize(std::chrono::milliseconds flush, bool await_actors) {
     if (init_.board) // peers waiting on the board for an op we never issue fail now
       init_.board->depart(issued);
     engine_->shutdown(lead, issued, now() + flush);
-    lead.release(false);
+    // What the shutdown told the actors (an abort for the ops it ended)
+    // they take now, before the supervisor stops them.
+    while (unit_->drain() > 0) {
+    }
+    let_go(lead);
   } else {
     MCCL_LOG(warn, "finalize of rank " << init_.rank << ": a thread kept leading the engine for "
                                        << finalize_lead_wait.count() << " s; closing without BYE");

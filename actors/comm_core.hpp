@@ -12,8 +12,15 @@
 ///   caller drives, so an op issued and not waited for still moves;
 /// - the progress actor (progress_actor.hpp) on CAF workers: larger ops,
 ///   and every op when MCCL_OP_THREAD_BYTES=0;
-/// - the link actors' and the watchdog's ticks run single passes when
-///   nobody leads: heartbeats while idle, deadlines, liveness verdicts.
+/// - the watchdog's tick runs a single pass when nobody leads: heartbeats
+///   while idle, deadlines, liveness verdicts;
+/// - a thread that messages the communicator's actors from outside (the
+///   API's revoke, finalize, the resumer) runs a pass when nobody leads.
+///
+/// Whoever leads runs the communicator's actors (op, link, supervisor) on
+/// their driving unit after each of its passes (pass()): a message to one
+/// of them from anywhere waits for the leader, or makes its sender the
+/// leader for a pass, and never runs on a thread that does not lead.
 
 #include "actors/driving_unit.hpp"
 #include "actors/link_channel.hpp"
@@ -142,8 +149,9 @@ public:
   /// Leads the engine on this thread until `done()` or `deadline`. False
   /// when another thread leads (it will finish the work).
   bool drive(driver_kind who, const std::function<bool()>& done, clock::time_point deadline);
-  /// One pass if nobody leads (actors' ticks): heartbeats, what arrived,
-  /// what was posted.
+  /// One pass if nobody leads (the watchdog's tick, an actor's decision,
+  /// an API call that posted something): heartbeats, what arrived, what
+  /// was posted. Nothing on the leader's own thread: its pass takes it.
   void kick();
   /// The watchdog's tick: check deadlines and liveness now.
   void check();
@@ -223,6 +231,17 @@ private:
   board_outcome revoke_verdict_on_board(const op_request& op, uint64_t seq);
   /// drive() without announcing a caller: leads while it can.
   bool lead_until(driver_kind who, const std::function<bool()>& done, clock::time_point deadline);
+  /// One pass of the engine, then what it (or another thread) queued for
+  /// the communicator's actors, which run here, as the leader; again while
+  /// they queue more. True when bytes moved.
+  bool pass(engine::leadership& lead);
+  /// Lets go of the engine without handing off, and runs what another
+  /// thread queued for the actors while it was letting go.
+  void let_go(engine::leadership& lead);
+  /// The driving unit's wake: a message for the communicator's actors came
+  /// from a thread that is not draining it. Runs it here when nobody
+  /// leads; otherwise the leader does.
+  void actors_have_mail();
   void start_actors();
 
   // engine_listener
@@ -234,9 +253,11 @@ private:
   comm_core_init init_;
   std::shared_ptr<flight_recorder> flight_;
   std::shared_ptr<trace_recorder> trace_; ///< MCCL_TRACE; null: off
-  /// The op actors and the unit they run on; declared before the engine,
+  /// The unit the communicator's actors run on (the op actors, the
+  /// supervisor, the link actors), shared with its driven actors
+  /// (driven_actor.hpp), and the op actors; declared before the engine,
   /// which hands them its ops, so they outlive it.
-  std::unique_ptr<driving_unit> unit_;
+  std::shared_ptr<driving_unit> unit_;
   std::unique_ptr<op_actors> op_actors_;
   /// The board ops' actors and their unit, driven by whoever holds
   /// board_mutex_ (the board runs beside the engine).

@@ -10,15 +10,23 @@ driving_unit::driving_unit(caf::actor_system& sys, std::function<void()> wake)
 }
 
 driving_unit::~driving_unit() {
+  detach();
+}
+
+void driving_unit::detach() {
   // A queued actor's mailbox is not blocked, so no later message would
   // queue it again: left here, it would never run. CAF's scheduler takes
   // it, with the queue's reference.
   std::deque<caf::resumable*> left;
   {
     std::lock_guard<std::mutex> guard{mutex_};
+    detached_ = true;
     left.swap(jobs_);
+    foreign_waiting_.store(false, std::memory_order_seq_cst);
   }
   left.insert(left.end(), local_jobs_.begin() + static_cast<std::ptrdiff_t>(local_next_), local_jobs_.end());
+  local_jobs_.clear();
+  local_next_ = 0;
   for (auto* job : left)
     system().scheduler().enqueue(job);
 }
@@ -31,24 +39,23 @@ void driving_unit::exec_later(caf::resumable* job) {
     return;
   }
   {
-    std::lock_guard<std::mutex> guard{mutex_};
+    std::unique_lock<std::mutex> guard{mutex_};
+    if (detached_) {
+      guard.unlock();
+      system().scheduler().enqueue(job);
+      return;
+    }
     jobs_.push_back(job);
-    foreign_waiting_.store(true, std::memory_order_release);
+    // Sequentially consistent: a leader letting go reads it after its
+    // fence (driving_unit.hpp, foreign_jobs_waiting()).
+    foreign_waiting_.store(true, std::memory_order_seq_cst);
   }
   foreign_pushes_.fetch_add(1, std::memory_order_relaxed);
   if (wake_)
     wake_();
 }
 
-std::size_t driving_unit::drain(std::size_t max_jobs) {
-  // Called from inside a handler that this thread's drain runs: that drain
-  // runs what was queued, once the handler returns.
-  if (draining_.load(std::memory_order_relaxed))
-    return 0;
-  // Nothing queued (an op actor's message was handled in place, and sent
-  // nothing on): no driver scope to set up.
-  if (local_next_ == local_jobs_.size() && !foreign_waiting_.load(std::memory_order_acquire))
-    return 0;
+std::size_t driving_unit::run_queued(std::size_t max_jobs) {
   draining_.store(true, std::memory_order_relaxed);
   // Jobs pushed by the actors that run below are local pushes: the same
   // thread runs them in this call.

@@ -15,9 +15,11 @@
 /// What leaves the unit: a message from a non-actor thread without a unit
 /// (anon_send) or from CAF's clock (delayed_send, request timeouts) goes to
 /// CAF's scheduler and resumes the actor on a CAF worker, whose later sends
-/// carry the worker's unit. Actors of this unit therefore take time from the
-/// driver (deliver()) instead of CAF timers, and non-actor code reaches them
-/// with deliver(), never anon_send.
+/// carry the worker's unit. Two ways keep an actor here anyway: non-actor
+/// code reaches it with deliver() instead of anon_send, or the actor is a
+/// driven_actor (driven_actor.hpp), which queues every message it gets on
+/// its unit whoever sends it (its owner says how the unit is then drained:
+/// `wake`), until the unit is detached.
 ///
 /// Threads: exec_later may be called from any thread; a job pushed from a
 /// thread other than the one draining (a caller while the op thread drives,
@@ -42,6 +44,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -63,7 +66,7 @@ protected:
   ~in_place_handler() = default;
 };
 
-class driving_unit final : public caf::execution_unit {
+class driving_unit final : public caf::execution_unit, public std::enable_shared_from_this<driving_unit> {
 public:
   /// `wake` runs (on the pushing thread, outside any lock) when a job is
   /// queued from a thread that is not draining: the driver's cue to drain.
@@ -72,6 +75,18 @@ public:
   /// Hands jobs still queued to CAF's scheduler (their actors go on, on CAF
   /// workers). A communicator drains until idle() first.
   ~driving_unit() override;
+
+  /// Sets `wake` (see the constructor) before the first job is queued from
+  /// another thread: for an owner that can only say how to reach itself
+  /// once it is built.
+  void set_wake(std::function<void()> wake) { wake_ = std::move(wake); }
+
+  /// The owner is going: jobs still queued, and every job queued from now
+  /// on, go to CAF's scheduler (their actors go on, on CAF workers), and
+  /// `wake` is never called again. Driven actors may outlive their
+  /// communicator by a little (a finalize that did not wait for them), and
+  /// their messages must then still run somewhere. Not while a drain runs.
+  void detach();
 
   driving_unit(const driving_unit&) = delete;
   driving_unit& operator=(const driving_unit&) = delete;
@@ -107,11 +122,25 @@ public:
   /// run in the same call. Returns the number of resumes. Never blocks.
   /// Called from inside a handler it runs, it returns 0 at once: the
   /// running drain takes what was queued once the handler returns.
-  std::size_t drain(std::size_t max_jobs = std::numeric_limits<std::size_t>::max());
+  std::size_t drain(std::size_t max_jobs = std::numeric_limits<std::size_t>::max()) {
+    // Inline, as every pass of the engine asks: nothing queued (an op
+    // actor's message was handled in place, and sent nothing on), or a
+    // drain runs already.
+    if ((local_next_ == local_jobs_.size() && !foreign_waiting_.load(std::memory_order_acquire))
+        || draining_.load(std::memory_order_relaxed))
+      return 0;
+    return run_queued(max_jobs);
+  }
 
   /// True when no job is queued. The driving thread's question (the
   /// driver's own queue is not locked).
   bool idle() const;
+
+  /// True when a job queued from another thread waits for a drain. Any
+  /// thread's question: a leader that lets go of the engine asks it (after
+  /// a sequentially consistent fence) so that a job queued while it was
+  /// letting go is not left waiting for the next leader.
+  bool foreign_jobs_waiting() const { return foreign_waiting_.load(std::memory_order_seq_cst); }
 
   /// What the unit did, for the "no thread hop on the op path" audit.
   struct counters {
@@ -205,6 +234,8 @@ private:
 
   /// The next job to run (the driver's own first), or null.
   caf::resumable* next_job();
+  /// drain() once it found jobs queued.
+  std::size_t run_queued(std::size_t max_jobs);
 
   std::function<void()> wake_;
   /// Jobs queued by the driving thread: touched by that thread only, so
@@ -215,6 +246,7 @@ private:
   mutable std::mutex mutex_;
   std::deque<caf::resumable*> jobs_;
   std::atomic<bool> foreign_waiting_{false}; ///< jobs_ is not empty
+  bool detached_ = false;                     ///< under mutex_: detach() was called
   std::atomic<std::thread::id> driver_{};
   std::atomic<bool> draining_{false}; ///< a drain() runs (on the one driving thread)
   std::atomic<uint64_t> local_pushes_{0};   ///< the driving thread's (bump())

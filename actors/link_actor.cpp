@@ -1,6 +1,7 @@
 #include "actors/link_actor.hpp"
 
 #include "actors/comm_core.hpp"
+#include "actors/driven_actor.hpp"
 #include <mccl/comm_actor.hpp>
 
 #include <caf/all.hpp>
@@ -14,7 +15,10 @@ struct link_state {
   static inline const char* name = "mccl.link";
 };
 
-using link_self = link_handle::stateful_pointer<link_state>;
+/// Driven (driven_actor.hpp): every message it gets, from the engine's
+/// listener, the supervisor or the resumer, runs on the communicator's
+/// driving unit.
+using link_self = caf::stateful_actor<link_state, driven_actor<link_handle::base>>*;
 
 link_handle::behavior_type closed(link_self self);
 link_handle::behavior_type resuming(link_self self);
@@ -37,13 +41,6 @@ void lost_for_good(link_self self, errc code, std::string why) {
 
 link_handle::behavior_type connected(link_self self) {
   return {
-    [self](tick_atom) {
-      // Half an interval: the peer never goes 1.5 intervals without
-      // hearing from us, whatever thread (if any) drives the engine.
-      if (auto core = self->state.init.core.lock())
-        core->kick();
-      self->delayed_send(self, self->state.init.heartbeat / 2, tick_atom::value);
-    },
     [self](link_lost_atom, const std::string&) { // the engine logged why
       const auto& init = self->state.init;
       if (!init.resumer || init.reconnect.count() == 0)
@@ -67,10 +64,6 @@ link_handle::behavior_type connected(link_self self) {
 
 link_handle::behavior_type resuming(link_self self) {
   return {
-    [self](tick_atom) {
-      // The peer cannot be heard meanwhile; the resumer bounds the wait.
-      self->delayed_send(self, self->state.init.heartbeat / 2, tick_atom::value);
-    },
     [](link_lost_atom, const std::string&) {
       // Already re-establishing it.
     },
@@ -105,7 +98,6 @@ link_handle::behavior_type resuming(link_self self) {
 
 link_handle::behavior_type closed(link_self self) {
   return {
-    [](tick_atom) {},
     [](link_lost_atom, const std::string&) {},
     [](resumed_atom, transport::connection_ptr& conn, const std::string&) {
       if (conn)
@@ -120,7 +112,6 @@ link_handle::behavior_type closed(link_self self) {
 
 link_handle::behavior_type link_actor(link_self self, link_init init) {
   self->state.init = std::move(init);
-  self->delayed_send(self, self->state.init.heartbeat / 2, tick_atom::value);
   return connected(self);
 }
 

@@ -8,9 +8,10 @@
 ///       |                        |
 ///       +---- peer failed -------+----> exits with the engine's finding
 ///
-/// - connected: every half heartbeat interval it runs a pass of the engine
-///   if no thread leads it: an idle communicator still sends heartbeats,
-///   and still hears a peer's ABORT, BYE or EOF;
+/// - connected: the channel is the engine's to move; its heartbeats and
+///   what an idle communicator hears (a peer's ABORT, BYE or EOF) come
+///   from the passes the watchdog's clock runs (watchdog_actor.hpp: every
+///   quarter heartbeat interval while idle), so the link needs no timer;
 /// - resuming: the connection was lost and MCCL_RECONNECT_MS allows it to
 ///   be re-established: the resumer (transport/connection.hpp) dials or
 ///   accepts a new one, which goes to the engine's channel; when the
@@ -28,10 +29,10 @@
 /// held for ops not started yet; the peer's point-to-point messages, matched
 /// to this rank's receives by tag); the engine reaches the peer
 /// through its reference to that link, in its leader only, and judges it
-/// there. It runs on the communicator's driving unit (driving_unit.hpp);
-/// its timer comes from CAF's clock, and its tick only runs a pass when it
-/// gets the engine's lead, so whichever thread runs it, the channel is
-/// moved by the leader.
+/// there. It is a driven actor (driven_actor.hpp): whoever sends it a
+/// message (the engine's listener, the supervisor, the resumer), it runs on
+/// the communicator's driving unit, drained by the engine's leader after
+/// its pass (comm_core.hpp, "Who drives").
 
 #include "actors/driving_unit.hpp"
 #include "actors/messages.hpp"
@@ -44,7 +45,6 @@ namespace mccl::actors {
 struct link_init {
   core_ref core;
   int peer = 0;
-  std::chrono::milliseconds heartbeat{1000};
   /// MCCL_RECONNECT_MS, capped at MCCL_TIMEOUT_MS; 0 or no resumer: never.
   std::chrono::milliseconds reconnect{0};
   std::shared_ptr<transport::resumer> resumer;

@@ -6,7 +6,8 @@
 /// these types leaves the process, hence CAF_ALLOW_UNSAFE_MESSAGE_TYPE
 /// below.
 ///
-///   supervisor (one per communicator, supervisor_actor.hpp): linked to
+///   supervisor (one per communicator, supervisor_actor.hpp, a driven
+///     actor of the driving unit: driven_actor.hpp): linked to
 ///     the link actors; a link that exits with an error is a lost member,
 ///     and the supervisor revokes the communicator: the ops in flight fail
 ///     naming the peer, and every peer's communicator is revoked too;
@@ -17,16 +18,17 @@
 ///     actors at finalize;
 ///   progress (one per communicator, progress_actor.hpp): drives the
 ///     engine on CAF workers when no thread does;
-///   link (one per peer, link_actor.hpp, on the driving unit): keeps the
+///   link (one per peer, link_actor.hpp, a driven actor too): keeps the
 ///     peer's link (its channel: frames, heartbeats, CRC NACK and
 ///     retransmit, resume; the chunks held for ops not started yet; the
 ///     peer's point-to-point messages, matched to receives by tag),
 ///     which the engine's leader moves through its reference; and the
-///     connection's lifecycle: heartbeats while idle, re-establishing a
-///     lost connection, exiting with the reason when it cannot or when the
-///     engine found its peer lost;
+///     connection's lifecycle: re-establishing a lost connection, exiting
+///     with the reason when it cannot or when the engine found its peer
+///     lost;
 ///   watchdog (one per runtime, watchdog_actor.hpp): the clock of op
-///     deadlines and liveness verdicts;
+///     deadlines, liveness verdicts and an idle communicator's
+///     heartbeats;
 ///   metrics (one per runtime, metrics_actor.hpp): folds the ops its
 ///     communicators finished, sent to it in batches, into the process's
 ///     metrics.
@@ -54,7 +56,7 @@ using drive_atom = caf::atom_constant<caf::atom("drive")>;        // anyone -> p
 using aborted_atom = caf::atom_constant<caf::atom("aborted")>;    // engine -> supervisor -> links
 using link_lost_atom = caf::atom_constant<caf::atom("linklost")>; // engine -> supervisor -> link
 using resumed_atom = caf::atom_constant<caf::atom("resumed")>;    // resumer -> link
-using tick_atom = caf::atom_constant<caf::atom("tick")>;          // timers
+using tick_atom = caf::atom_constant<caf::atom("tick")>;          // timers (watchdog, progress)
 using watch_atom = caf::atom_constant<caf::atom("watch")>;        // communicator -> watchdog
 using unwatch_atom = caf::atom_constant<caf::atom("unwatch")>;    // communicator -> watchdog
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;  // finalize
@@ -69,7 +71,6 @@ using finished_atom = caf::atom_constant<caf::atom("finished")>;    // metrics f
 using core_ref = std::weak_ptr<comm_core>;
 
 using link_handle = caf::typed_actor<
-  caf::reacts_to<tick_atom>,
   /// The engine lost the connection; re-establish it (MCCL_RECONNECT_MS).
   caf::reacts_to<link_lost_atom, std::string>,
   /// The resumer's answer: a new connection, or null and why not.

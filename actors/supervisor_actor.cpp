@@ -1,6 +1,7 @@
 #include "actors/supervisor_actor.hpp"
 
 #include "actors/comm_core.hpp"
+#include "actors/driven_actor.hpp"
 #include "collectives/observability/metrics_registry.hpp"
 #include "config/log.hpp"
 #include <mccl/comm_actor.hpp>
@@ -27,7 +28,10 @@ struct supervisor_state {
   static inline const char* name = "mccl.supervisor";
 };
 
-using supervisor_self = supervisor_handle::stateful_pointer<supervisor_state>;
+/// Driven (driven_actor.hpp): the links' exits, the engine's findings, the
+/// API's revokes and its own requests' timeouts all run on the
+/// communicator's driving unit.
+using supervisor_self = caf::stateful_actor<supervisor_state, driven_actor<supervisor_handle::base>>*;
 
 /// The peer whose link actor is `who`, or -1.
 int peer_of(const supervisor_state& st, const caf::actor_addr& who) {
@@ -178,9 +182,9 @@ supervisor_handle::behavior_type supervisor_actor(supervisor_self self, core_ref
 
 } // namespace
 
-supervisor_handle spawn_supervisor_actor(caf::actor_system& sys, core_ref core, std::vector<link_handle> links,
+supervisor_handle spawn_supervisor_actor(driving_unit& unit, core_ref core, std::vector<link_handle> links,
                                          progress_handle progress) {
-  return sys.spawn(supervisor_actor, std::move(core), std::move(links), std::move(progress));
+  return unit.spawn(supervisor_actor, std::move(core), std::move(links), std::move(progress));
 }
 
 } // namespace mccl::actors

@@ -11,9 +11,12 @@
 ///   so a caller whose op fails reads revoked() true), when its connection
 ///   was not re-established within MCCL_RECONNECT_MS, or when it failed
 ///   otherwise (an exception; then the link is named). Each exit is counted
-///   (metrics_summary::lost_links) and logged with the epoch. The engine
-///   revokes by itself when no answer came within supervisor_window, so a
-///   busy CAF scheduler delays a failure by at most that.
+///   (metrics_summary::lost_links) and logged with the epoch. It runs on
+///   the communicator's driving unit whoever sends to it (driven_actor.hpp):
+///   the leader that found the loss runs the link's exit and this decision
+///   right after its pass. The engine revokes by itself when no answer came
+///   within supervisor_window (no supervisor heard of it: the link actor
+///   was gone).
 /// - It performs the revokes the API asks for (revoke_atom) and keeps the
 ///   membership a membership change decided (members_atom: epoch and
 ///   members), which comm_core publishes for the status page.
@@ -24,14 +27,17 @@
 ///   communicator.
 /// - At finalize it stops the links, then the progress actor, then itself.
 
+#include "actors/driving_unit.hpp"
 #include "actors/messages.hpp"
 
 #include <vector>
 
 namespace mccl::actors {
 
-/// Spawned by comm_core once the links and the progress actor exist.
-supervisor_handle spawn_supervisor_actor(caf::actor_system& sys, core_ref core, std::vector<link_handle> links,
+/// Spawned by comm_core once the links and the progress actor exist, on
+/// the communicator's driving unit (owned by a shared_ptr), where it runs
+/// whoever messages it (driven_actor.hpp).
+supervisor_handle spawn_supervisor_actor(driving_unit& unit, core_ref core, std::vector<link_handle> links,
                                          progress_handle progress);
 
 } // namespace mccl::actors

@@ -11,8 +11,9 @@
 /// - liveness: a peer from which nothing at all arrived (data, heartbeats,
 ///   anything) for MCCL_HEARTBEAT_MS x MCCL_HEARTBEAT_MISSES is declared
 ///   dead. Every rank's engine sends heartbeats on directions idle for
-///   half an interval, whichever thread drives it, and the link actors
-///   drive a pass when nothing else does: a live rank always sends.
+///   half an interval, whichever thread drives it, and this tick's pass
+///   (comm_core::check) runs one when nothing else does: a live rank
+///   always sends.
 ///
 /// Ticks come every 20 ms while an op is in flight somewhere (an op fails
 /// at most that late), every quarter heartbeat interval otherwise, and not

@@ -2,8 +2,11 @@
 // CAF's workers running: actors spawned on it, and the actors they message,
 // run on the thread that drains it and nowhere else; a job queued from
 // another thread wakes the driver; supervision (monitor, down messages)
-// works on it; jobs left at destruction go on on CAF's workers.
+// works on it; jobs left at destruction go on on CAF's workers; a driven
+// actor runs on its unit whoever sends it a message, until the unit is
+// detached.
 
+#include "actors/driven_actor.hpp"
 #include "actors/driving_unit.hpp"
 
 #include <caf/actor_system_config.hpp>
@@ -201,6 +204,75 @@ TEST_F(DrivingUnit, JobsLeftAtDestructionGoOnOnCafsWorkers) {
   self->receive([](pong_atom, int) {},
                 caf::after(std::chrono::seconds(10)) >> [] { FAIL() << "the actor did not run after its unit was gone"; });
   EXPECT_GE(t.handled.load(), 1);
+  caf::anon_send_exit(pong, caf::exit_reason::user_shutdown);
+}
+
+/// A ponger that is a driven actor (actors/driven_actor.hpp).
+using driven_self = caf::stateful_actor<caf::unit_t, driven_actor<caf::event_based_actor>>*;
+caf::behavior driven_ponger(driven_self, trace* t) {
+  return {[t](ping_atom, int n) {
+    t->ran();
+    return caf::make_message(pong_atom::value, n);
+  }};
+}
+
+/// Waits up to ten seconds for `cond`.
+template <class F>
+bool eventually(F cond) {
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(std::chrono::milliseconds(1)))
+    if (cond())
+      return true;
+  return cond();
+}
+
+TEST_F(DrivingUnit, ADrivenActorRunsOnItsUnitWhoeverSendsIt) {
+  trace t;
+  std::atomic<int> wakes{0};
+  auto unit = std::make_shared<driving_unit>(*system_);
+  unit->set_wake([&] { ++wakes; });
+  auto pong = unit->spawn(driven_ponger, &t);
+  while (!unit->idle())
+    unit->drain();
+  // A plain thread's anon_send, CAF's clock, an actor on a CAF worker and
+  // a blocking actor: each would resume a plain actor on a CAF worker.
+  caf::anon_send(pong, ping_atom::value, 1);
+  caf::delayed_anon_send(pong, std::chrono::milliseconds(5), ping_atom::value, 2);
+  system_->spawn([pong](caf::event_based_actor* self) { self->send(pong, ping_atom::value, 3); });
+  caf::scoped_actor asker{*system_};
+  asker->send(pong, ping_atom::value, 4);
+  // The first message queues the actor on its unit (a wake); the others
+  // join its mailbox. Nothing runs it until this thread drains.
+  ASSERT_TRUE(eventually([&] { return wakes.load() >= 1 && unit->stats().foreign_pushes >= 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the clock's and the worker's messages arrive
+  EXPECT_EQ(t.handled.load(), 0) << "a driven actor ran off its unit";
+  ASSERT_TRUE(eventually([&] {
+    unit->drain();
+    return t.handled.load() == 4;
+  }));
+  ASSERT_EQ(t.threads.size(), 1u);
+  EXPECT_EQ(*t.threads.begin(), std::this_thread::get_id());
+  asker->receive([](pong_atom, int n) { EXPECT_EQ(n, 4); },
+                 caf::after(std::chrono::seconds(10)) >> [] { FAIL() << "no answer from the driven actor"; });
+  caf::anon_send_exit(pong, caf::exit_reason::user_shutdown);
+  ASSERT_TRUE(eventually([&] {
+    unit->drain();
+    return unit->idle();
+  }));
+}
+
+TEST_F(DrivingUnit, ADetachedUnitsDrivenActorsGoOnOnCafsWorkers) {
+  trace t;
+  auto unit = std::make_shared<driving_unit>(*system_, [] {});
+  auto pong = unit->spawn(driven_ponger, &t);
+  caf::anon_send(pong, ping_atom::value, 1); // queued on the unit, never drained
+  unit->detach();                            // its owner is gone: both go to CAF's scheduler
+  caf::scoped_actor asker{*system_};
+  asker->send(pong, ping_atom::value, 2);
+  asker->receive([](pong_atom, int n) { EXPECT_EQ(n, 2); },
+                 caf::after(std::chrono::seconds(10)) >> [] { FAIL() << "the detached unit's actor did not run"; });
+  EXPECT_EQ(t.handled.load(), 2);
+  ASSERT_EQ(t.threads.count(std::this_thread::get_id()), 0u);
   caf::anon_send_exit(pong, caf::exit_reason::user_shutdown);
 }
 

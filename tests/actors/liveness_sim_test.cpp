@@ -9,7 +9,7 @@
 // runs eight times the liveness limit. Every rank must stay alive: the
 // engines send heartbeats on the silent directions, whoever drives them.
 // And the control: a rank whose bytes stop arriving altogether is named,
-// by every peer, within the limit plus the watchdog's and the link's ticks.
+// by every peer, within the limit plus the watchdog's tick.
 
 #include "collectives/engine/engine.hpp"
 #include <mccl/types.hpp>
@@ -42,8 +42,8 @@ config liveness_config() {
 
 class LivenessSim : public sim_world_fixture<> {
 protected:
-  /// One step of virtual time: the timers that are due fire (link ticks
-  /// send heartbeats, the watchdog checks deadlines and silences), then
+  /// One step of virtual time: the timers that are due fire (the
+  /// watchdog's tick runs a pass: heartbeats, deadlines, silences), then
   /// every pipe not in `frozen_from` moves up to `trickle` bytes.
   void advance(sim_world& w, int frozen_from = -1) {
     sched.advance_time(step);

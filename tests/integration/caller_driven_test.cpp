@@ -95,8 +95,8 @@ TEST(CallerDriven, SmallOpsEndInTheCallLargerOnesReturnAtOnce) {
   run_ranks(rt, 2, o, [](mccl::communicator& comm) {
     std::vector<float> small(16, 1.0f), large(1 << 20, 1.0f);
     // Every small op is done when its call returns. Its last pass may be
-    // a link actor's tick that found the engine free (every half heartbeat
-    // interval), so a few may say the actor completed them.
+    // the watchdog's tick that found the engine free (every quarter
+    // heartbeat interval), so a few may say the actor completed them.
     int inline_runs = 0;
     for (int i = 0; i < 50; ++i) {
       std::fill(small.begin(), small.end(), 1.0f);
