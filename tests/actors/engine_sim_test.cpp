@@ -52,6 +52,32 @@ protected:
     return f->what();
   }
 
+  /// Breaks the link between ranks 0 and 1 and issues a small allreduce on
+  /// rank 1, which waits for the loss's grace period to end; then, with
+  /// nothing run by CAF's scheduler, lets the grace period pass and kicks
+  /// rank 1's engine once.
+  work_ptr op_on_a_lost_link_after_one_kick(sim_world& w) {
+    w.net().break_link(0, 1);
+    EXPECT_TRUE(w.settle());
+    std::vector<int32_t>* buf;
+    auto op = allreduce_on(w, 1, 10, buf);
+    EXPECT_TRUE(w.settle());
+    EXPECT_FALSE(op->done()) << outcome(op);
+    EXPECT_FALSE(w.core(1).revoked());
+    sched.advance_time(loss_grace); // timers fire into mailboxes; nothing runs them
+    w.core(1).kick();
+    EXPECT_TRUE(w.core(1).revoked()) << "not revoked in the pass that found the loss";
+    return op;
+  }
+
+  /// `op` failed with peer_lost, naming rank 0.
+  static void expect_lost_rank_0(const work_ptr& op) {
+    auto f = op->failure();
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->code(), errc::peer_lost) << f->what();
+    EXPECT_NE(std::string(f->what()).find("lost rank 0"), std::string::npos) << f->what();
+  }
+
   static void expect_sum(const std::vector<int32_t>& buf, int world) {
     for (std::size_t i = 0; i < buf.size(); ++i) {
       int32_t want = 0;
@@ -132,21 +158,9 @@ TEST_F(EngineSim, PeersLostWithinOneGracePeriodAreAllNamed) {
 TEST_F(EngineSim, TheSupervisorDecidesALossInThePassThatFindsIt) {
   auto& w = make_world(2, sim_config());
   auto lost_links = get_metrics().lost_links;
-  w.net().break_link(0, 1);
-  ASSERT_TRUE(w.settle());
-  std::vector<int32_t>* buf;
-  auto op = allreduce_on(w, 1, 10, buf);
-  ASSERT_TRUE(w.settle());
-  EXPECT_FALSE(op->done()) << outcome(op);
-  EXPECT_FALSE(w.core(1).revoked());
-  sched.advance_time(loss_grace); // timers fire into mailboxes; nothing runs them
-  w.core(1).kick();
-  EXPECT_TRUE(w.core(1).revoked());
+  auto op = op_on_a_lost_link_after_one_kick(w);
   ASSERT_TRUE(op->done()) << "the supervisor did not run after the pass";
-  auto f = op->failure();
-  ASSERT_TRUE(f.has_value());
-  EXPECT_EQ(f->code(), errc::peer_lost) << f->what();
-  EXPECT_NE(std::string(f->what()).find("lost rank 0"), std::string::npos) << f->what();
+  expect_lost_rank_0(op);
   EXPECT_GT(get_metrics().lost_links, lost_links) << "the link actor's exit did not reach the supervisor";
 }
 
@@ -158,23 +172,12 @@ TEST_F(EngineSim, ALossNoSupervisorHearsOfFailsOpsAfterTheSupervisorWindow) {
   auto& w = make_world(2, sim_config());
   caf::anon_send_exit(caf::actor_cast<caf::actor>(w.link(1, 0)), caf::exit_reason::user_shutdown);
   ASSERT_TRUE(w.settle());
-  w.net().break_link(0, 1);
-  ASSERT_TRUE(w.settle());
-  std::vector<int32_t>* buf;
-  auto op = allreduce_on(w, 1, 10, buf);
-  ASSERT_TRUE(w.settle());
-  EXPECT_FALSE(op->done()) << outcome(op);
-  sched.advance_time(loss_grace);
-  w.core(1).kick();
-  EXPECT_TRUE(w.core(1).revoked()) << "revoked in the pass that found the loss";
+  auto op = op_on_a_lost_link_after_one_kick(w);
   EXPECT_FALSE(op->done()) << "failed before the supervisor's window ended: " << outcome(op);
   sched.advance_time(supervisor_window);
   w.core(1).kick();
   ASSERT_TRUE(op->done()) << "the op waits on a supervisor that never hears of the loss";
-  auto f = op->failure();
-  ASSERT_TRUE(f.has_value());
-  EXPECT_EQ(f->code(), errc::peer_lost) << f->what();
-  EXPECT_NE(std::string(f->what()).find("lost rank 0"), std::string::npos) << f->what();
+  expect_lost_rank_0(op);
   ASSERT_TRUE(w.settle());
   EXPECT_TRUE(w.core(1).revoked());
 }
