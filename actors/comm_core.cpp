@@ -82,7 +82,7 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
       board_unit_->drain();
   });
   board_actors_ = std::make_unique<op_actors>(*board_unit_, supervise);
-  link_channels_ = std::make_unique<link_channels>(init_.world);
+  link_channels_ = std::make_unique<link_channels>(init_.world, *unit_);
   eo.links = link_channels_.get();
   if (init_.simulated_time) {
     auto* sys = init_.system;
@@ -90,6 +90,7 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   } // else engine_options' default: steady_clock
   engine_listener& listener = *this;
   engine_ = std::make_unique<engine>(std::move(eo), init_.conns, listener);
+  link_channels_->serve(*engine_);
   init_.conns.clear(); // the engine's channels own them now
   if (init_.cfg.op_thread_bytes > 0 && init_.world > 1) {
     op_thread::hooks h;
@@ -143,7 +144,9 @@ void comm_core::start_actors() {
         li.reconnect = std::min(init_.cfg.reconnect, init_.cfg.timeout); // never beyond the op deadline
       }
       li.link = link_channels_->take(peer);
-      links_[peer] = spawn_link_actor(*unit_, std::move(li));
+      auto actor = spawn_link_actor(*unit_, std::move(li));
+      links_[peer] = actor.handle;
+      link_channels_->attach(peer, actor);
     }
     progress_ = spawn_progress_actor(sys, self);
     supervisor_ = spawn_supervisor_actor(*unit_, self, links_, progress_);
@@ -312,14 +315,18 @@ comm_core::actor_turn comm_core::drive_as_actor(const std::function<void()>& wak
 }
 
 bool comm_core::pass(engine::leadership& lead) {
+  auto resumes = unit_->resumes();
   bool moved = engine_->progress(lead);
   // What the pass told the communicator's actors (the engine's findings
   // for a link actor or the supervisor), and what came for them from other
-  // threads, they handle now, on this thread; what they post to the engine
-  // the next pass takes. When nothing is queued (every op's pass), drain()
-  // reads two words and returns.
-  while (unit_->drain() > 0)
+  // threads, they handle now, on this thread. What they post to the engine
+  // (a revoke, a resume) the next pass takes at once, also when they ran
+  // within the pass (a link's turn drains the unit). When nothing is
+  // queued (every op's pass), this reads three words.
+  while (unit_->drain() > 0 || (unit_->resumes() != resumes && engine_->has_posted())) {
+    resumes = unit_->resumes();
     moved |= engine_->progress(lead);
+  }
   return moved;
 }
 

@@ -264,7 +264,7 @@ private:
   std::unique_ptr<driving_unit> board_unit_;
   std::unique_ptr<op_actors> board_actors_;
   /// The links the engine builds, until start_actors() gives each to its
-  /// link actor.
+  /// link actor, and the link actors that take the engine's turns.
   std::unique_ptr<link_channels> link_channels_;
   std::unique_ptr<engine> engine_;
   std::unique_ptr<op_thread> op_thread_; ///< null when MCCL_OP_THREAD_BYTES=0

@@ -61,6 +61,13 @@ public:
   /// Handles `x` on the calling thread as scheduled_actor::activate(unit,
   /// x) would.
   virtual void handle_in_place(caf::execution_unit* unit, caf::mailbox_element& x) = 0;
+  /// While its handler runs in place, another actor's message sent from
+  /// that handler may be dispatched in place too (nested): true for an
+  /// actor whose handlers only call into code that op actors' handlers are
+  /// called from already (a link actor's turn: the engine's reads, which
+  /// hand each frame to its op actor). An op actor's message from an op
+  /// actor's handler waits in the mailbox until that handler returns.
+  virtual bool hosts_nested() const { return false; }
 
 protected:
   ~in_place_handler() = default;
@@ -142,6 +149,11 @@ public:
   /// letting go is not left waiting for the next leader.
   bool foreign_jobs_waiting() const { return foreign_waiting_.load(std::memory_order_seq_cst); }
 
+  /// Actor resumes drain() has run so far (stats().resumes, read alone):
+  /// the driving thread's question whether a drain ran in a stretch of
+  /// its own code.
+  uint64_t resumes() const { return resumes_.load(std::memory_order_relaxed); }
+
   /// What the unit did, for the "no thread hop on the op path" audit.
   struct counters {
     uint64_t local_pushes = 0;   ///< jobs queued by the draining thread itself
@@ -192,13 +204,19 @@ public:
   ///
   /// Only when that changes nothing an actor can see: no handler of this
   /// unit is running (one handler's message to another actor waits until
-  /// it returns, as from the mailbox) and `dest` is idle (its mailbox
-  /// blocked: no message of its own waits that this one would pass).
+  /// it returns, as from the mailbox), or the one running in place hosts
+  /// nested dispatch (in_place_handler::hosts_nested: a link actor's turn,
+  /// whose reads hand frames to op actors), and `dest` is idle (its mailbox
+  /// blocked: no message of its own waits that this one would pass; an
+  /// actor whose handler runs is never idle, or is the host itself, whose
+  /// handlers never message themselves).
   /// can_dispatch(the actor) says whether it may; otherwise the caller sends the
   /// message (deliver(), then drain()). Jobs the handler queues run at the
   /// caller's next drain(). The driving thread's calls only.
   bool can_dispatch(caf::scheduled_actor* dest) const {
-    return dest != nullptr && !draining_.load(std::memory_order_relaxed) && dest->mailbox().blocked();
+    return dest != nullptr
+           && (!draining_.load(std::memory_order_relaxed) || (in_place_ != nullptr && in_place_->hosts_nested()))
+           && dest->mailbox().blocked();
   }
   template <class... Ts>
   void dispatch(in_place_handler& handler, Ts&&... xs) {
@@ -208,12 +226,17 @@ public:
     // about 170 instructions a message).
     caf::mailbox_element_vals<typename caf::detail::strip_and_convert<Ts>::type...> element{
       nullptr, caf::make_message_id(), {}, std::forward<Ts>(xs)...};
-    draining_.store(true, std::memory_order_relaxed); // a drain() from the handler leaves it to ours
+    // A drain() from the handler leaves what it queued to ours (or to the
+    // caller's, for a nested dispatch); the host is put back after.
+    bool outer_draining = draining_.load(std::memory_order_relaxed);
+    in_place_handler* outer = std::exchange(in_place_, &handler);
+    draining_.store(true, std::memory_order_relaxed);
     {
       driver_scope driving{*this};
       handler.handle_in_place(this, element);
     }
-    draining_.store(false, std::memory_order_relaxed);
+    draining_.store(outer_draining, std::memory_order_relaxed);
+    in_place_ = outer;
     bump(dispatches_);
   }
 
@@ -248,7 +271,8 @@ private:
   std::atomic<bool> foreign_waiting_{false}; ///< jobs_ is not empty
   bool detached_ = false;                     ///< under mutex_: detach() was called
   std::atomic<std::thread::id> driver_{};
-  std::atomic<bool> draining_{false}; ///< a drain() runs (on the one driving thread)
+  std::atomic<bool> draining_{false}; ///< a drain() or a dispatch() runs (on the one driving thread)
+  in_place_handler* in_place_ = nullptr; ///< whose handler dispatch() runs now; the driving thread's
   std::atomic<uint64_t> local_pushes_{0};   ///< the driving thread's (bump())
   std::atomic<uint64_t> foreign_pushes_{0}; ///< any thread's
   std::atomic<uint64_t> resumes_{0};        ///< the driving thread's (bump())

@@ -2,123 +2,175 @@
 
 #include "actors/comm_core.hpp"
 #include "actors/driven_actor.hpp"
+#include "collectives/engine/engine.hpp"
 #include <mccl/comm_actor.hpp>
 
 #include <caf/all.hpp>
+
+#include <typeinfo>
 
 namespace mccl::actors {
 
 namespace {
 
-struct link_state {
-  link_init init;
-  static inline const char* name = "mccl.link";
-};
+/// One link actor. Driven (driven_actor.hpp): every message it gets, from
+/// the engine's pass, its listener, the supervisor or the resumer, runs on
+/// the communicator's driving unit. Its phases are behaviours (become());
+/// each takes the pass's turn (link_turn) the same way.
+///
+/// The turn comes on every pass that visits the link, so its consume()
+/// matches it by type itself, and handle_in_place() runs it without what
+/// CAF's activation adds that a link never needs, as the op actors do
+/// (op_actor.cpp says what is skipped and why it is safe); every other
+/// message takes CAF's way.
+class link_actor final : public driven_actor<link_handle::base>, public in_place_handler {
+public:
+  link_actor(caf::actor_config& cfg, link_init init) : driven_actor<link_handle::base>(cfg), init_(std::move(init)) {}
 
-/// Driven (driven_actor.hpp): every message it gets, from the engine's
-/// listener, the supervisor or the resumer, runs on the communicator's
-/// driving unit.
-using link_self = caf::stateful_actor<link_state, driven_actor<link_handle::base>>*;
+  const char* name() const override { return "mccl.link"; }
 
-link_handle::behavior_type closed(link_self self);
-link_handle::behavior_type resuming(link_self self);
+  behavior_type make_behavior() override {
+    behaving_ = true;
+    return connected();
+  }
 
-/// Every phase ends the same way at finalize.
-bool stop(link_self self) {
-  if (self->state.init.resumer)
-    self->state.init.resumer->cancel(self->state.init.peer);
-  self->quit();
-  return true;
-}
+  caf::invoke_message_result consume(caf::mailbox_element& x) override {
+    if (!handled(x.content()))
+      return link_handle::base::consume(x);
+    return caf::invoke_message_result::consumed;
+  }
 
-/// The engine found the peer lost: the link exits with why, and its
-/// supervisor revokes the communicator (supervisor_actor.hpp).
-void lost_for_good(link_self self, errc code, std::string why) {
-  if (self->state.init.resumer)
-    self->state.init.resumer->cancel(self->state.init.peer);
-  self->quit(to_caf_error(error(code, std::move(why))));
-}
+  void handle_in_place(caf::execution_unit* unit, caf::mailbox_element& x) override {
+    if (!behaving_) {
+      activate(unit, x);
+      return;
+    }
+    context(unit);
+    // A turn runs the engine's reads, whose own guards (the ops', the
+    // channel's) turn what they throw into failures: nothing escapes here
+    // that CAF's handler would not end the actor for as well.
+    if (!handled(x.content()))
+      activate(unit, x);
+  }
 
-link_handle::behavior_type connected(link_self self) {
-  return {
-    [self](link_lost_atom, const std::string&) { // the engine logged why
-      const auto& init = self->state.init;
-      if (!init.resumer || init.reconnect.count() == 0)
-        return; // the engine reports the loss itself
-      link_handle me = self;
-      init.resumer->resume(init.peer, std::chrono::steady_clock::now() + init.reconnect,
-                           [me](transport::connection_ptr conn, const std::string& reason) {
-                             caf::anon_send(me, resumed_atom::value, std::move(conn), reason);
-                           });
-      self->become(resuming(self));
-    },
-    [](resumed_atom, transport::connection_ptr& conn, const std::string&) {
-      if (conn)
-        conn->close(); // nothing asked for it any more
-    },
-    [self](aborted_atom) { self->become(closed(self)); },
-    [self](peer_failed_atom, errc code, std::string& why) { lost_for_good(self, code, std::move(why)); },
-    [self](shutdown_atom) { return stop(self); },
-  };
-}
+  /// Its turn reads frames and hands each to its op actor, in place.
+  bool hosts_nested() const override { return true; }
 
-link_handle::behavior_type resuming(link_self self) {
-  return {
-    [](link_lost_atom, const std::string&) {
-      // Already re-establishing it.
-    },
-    [self](resumed_atom, transport::connection_ptr& conn, std::string& why) {
-      auto core = self->state.init.core.lock();
-      if (!core) {
+private:
+  /// Runs the turn when `m` is one: one value of type link_turn.
+  bool handled(caf::type_erased_tuple& m) {
+    auto type = m.size() == 1 ? m.type(0) : caf::rtti_pair{1, nullptr};
+    if (type.first != 0 || type.second == nullptr
+        || (type.second != &typeid(link_turn) && *type.second != typeid(link_turn)))
+      return false;
+    on(m.get_as<link_turn>(0));
+    return true;
+  }
+
+  void on(const link_turn& t) { *t.moved = t.eng->move_link(init_.peer); }
+
+  behavior_type connected() {
+    return {
+      [this](const link_turn& t) { on(t); },
+      [this](link_lost_atom, const std::string&) { // the engine logged why
+        if (!init_.resumer || init_.reconnect.count() == 0)
+          return; // the engine reports the loss itself
+        link_handle me = this;
+        init_.resumer->resume(init_.peer, std::chrono::steady_clock::now() + init_.reconnect,
+                              [me](transport::connection_ptr conn, const std::string& reason) {
+                                caf::anon_send(me, resumed_atom::value, std::move(conn), reason);
+                              });
+        become(resuming());
+      },
+      [](resumed_atom, transport::connection_ptr& conn, const std::string&) {
+        if (conn)
+          conn->close(); // nothing asked for it any more
+      },
+      [this](aborted_atom) { become(closed()); },
+      [this](peer_failed_atom, errc code, std::string& why) { lost_for_good(code, std::move(why)); },
+      [this](shutdown_atom) { return stop(); },
+    };
+  }
+
+  behavior_type resuming() {
+    return {
+      [this](const link_turn& t) { on(t); },
+      [](link_lost_atom, const std::string&) {
+        // Already re-establishing it.
+      },
+      [this](resumed_atom, transport::connection_ptr& conn, std::string& why) {
+        auto core = init_.core.lock();
+        if (!core) {
+          if (conn)
+            conn->close();
+          return;
+        }
+        if (!conn) {
+          // The peer is lost for good: the link exits with why, and its
+          // supervisor revokes the communicator (supervisor_actor.hpp).
+          quit(to_caf_error(error(errc::peer_lost, "not re-established within MCCL_RECONNECT_MS="
+                                                     + std::to_string(init_.reconnect.count()) + " (" + why + ")")));
+          return;
+        }
+        core->eng().post_resume(init_.peer, std::move(conn), std::string{});
+        core->kick();
+        become(connected());
+      },
+      [this](aborted_atom) {
+        if (init_.resumer)
+          init_.resumer->cancel(init_.peer);
+        become(closed());
+      },
+      [this](peer_failed_atom, errc code, std::string& why) { lost_for_good(code, std::move(why)); },
+      [this](shutdown_atom) { return stop(); },
+    };
+  }
+
+  behavior_type closed() {
+    return {
+      // What the abort queued (the ABORT to the peer) still goes out.
+      [this](const link_turn& t) { on(t); },
+      [](link_lost_atom, const std::string&) {},
+      [](resumed_atom, transport::connection_ptr& conn, const std::string&) {
         if (conn)
           conn->close();
-        return;
-      }
-      if (!conn) {
-        // The peer is lost for good: the link exits with why, and its
-        // supervisor revokes the communicator (supervisor_actor.hpp).
-        self->quit(to_caf_error(error(errc::peer_lost, "not re-established within MCCL_RECONNECT_MS="
-                                                         + std::to_string(self->state.init.reconnect.count())
-                                                         + " (" + why + ")")));
-        return;
-      }
-      core->eng().post_resume(self->state.init.peer, std::move(conn), std::string{});
-      core->kick();
-      self->become(connected(self));
-    },
-    [self](aborted_atom) {
-      if (self->state.init.resumer)
-        self->state.init.resumer->cancel(self->state.init.peer);
-      self->become(closed(self));
-    },
-    [self](peer_failed_atom, errc code, std::string& why) { lost_for_good(self, code, std::move(why)); },
-    [self](shutdown_atom) { return stop(self); },
-  };
-}
+      },
+      [](aborted_atom) {},
+      // Aborted already: nothing is left for a revoke to end.
+      [](peer_failed_atom, errc, const std::string&) {},
+      [this](shutdown_atom) { return stop(); },
+    };
+  }
 
-link_handle::behavior_type closed(link_self self) {
-  return {
-    [](link_lost_atom, const std::string&) {},
-    [](resumed_atom, transport::connection_ptr& conn, const std::string&) {
-      if (conn)
-        conn->close();
-    },
-    [](aborted_atom) {},
-    // Aborted already: nothing is left for a revoke to end.
-    [](peer_failed_atom, errc, const std::string&) {},
-    [self](shutdown_atom) { return stop(self); },
-  };
-}
+  /// Every phase ends the same way at finalize.
+  bool stop() {
+    if (init_.resumer)
+      init_.resumer->cancel(init_.peer);
+    quit();
+    return true;
+  }
 
-link_handle::behavior_type link_actor(link_self self, link_init init) {
-  self->state.init = std::move(init);
-  return connected(self);
-}
+  /// The engine found the peer lost: the link exits with why, and its
+  /// supervisor revokes the communicator (supervisor_actor.hpp).
+  void lost_for_good(errc code, std::string why) {
+    if (init_.resumer)
+      init_.resumer->cancel(init_.peer);
+    quit(to_caf_error(error(code, std::move(why))));
+  }
+
+  link_init init_;
+  bool behaving_ = false; ///< its behaviour is set: CAF initialized it
+};
 
 } // namespace
 
-link_handle spawn_link_actor(driving_unit& unit, link_init init) {
-  return unit.spawn(link_actor, std::move(init));
+link_actor_ref spawn_link_actor(driving_unit& unit, link_init init) {
+  link_actor_ref ref;
+  ref.handle = unit.spawn_class<link_actor>(std::move(init));
+  auto* actor = static_cast<link_actor*>(caf::actor_cast<caf::abstract_actor*>(ref.handle));
+  ref.self = actor;
+  ref.in_place = actor;
+  return ref;
 }
 
 } // namespace mccl::actors

@@ -1,6 +1,19 @@
 #pragma once
-/// The link actor: one per peer of a communicator; the lifecycle of the
-/// connection to that peer. Its phases are behaviours:
+/// The link actor: one per peer of a communicator. It moves the peer's
+/// channel and keeps the connection's lifecycle.
+///
+/// Its turn: every pass of the engine that visits the peer's link sends it
+/// a link_turn (messages.hpp), handled in place (link_channel.hpp), whose
+/// handler runs engine::move_link: the channel reads, each arriving frame
+/// becoming a chunk message to the op actor of its (communicator,
+/// sequence), dispatched in place inside this handler, or held for an op
+/// not started yet, or matched to a receive; then it writes what is
+/// queued. So the channel is read and written in the link actor's handler
+/// only, on the engine's leader. (The frames an op sends still go out by
+/// a call from the op's handler to the link's channel.)
+///
+/// The lifecycle's phases are behaviours (each takes its turn the same
+/// way):
 ///
 ///   connected --link lost--> resuming --resumed--> connected
 ///       |                        |  (aborted)          (not resumed:
@@ -52,7 +65,15 @@ struct link_init {
   std::shared_ptr<peer_link> link;
 };
 
-/// Spawns it on `unit`: its first run is the unit's next drain.
-link_handle spawn_link_actor(driving_unit& unit, link_init init);
+/// A link actor, and what dispatching to it in place needs.
+struct link_actor_ref {
+  link_handle handle;
+  caf::scheduled_actor* self = nullptr; ///< the actor (handle keeps it)
+  in_place_handler* in_place = nullptr;
+};
+
+/// Spawns it on `unit` (owned by a shared_ptr: driven_actor.hpp): its
+/// first run is the unit's next drain.
+link_actor_ref spawn_link_actor(driving_unit& unit, link_init init);
 
 } // namespace mccl::actors

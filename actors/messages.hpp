@@ -47,6 +47,10 @@
 #include <string>
 #include <vector>
 
+namespace mccl {
+class engine;
+}
+
 namespace mccl::actors {
 
 class comm_core;
@@ -70,7 +74,21 @@ using finished_atom = caf::atom_constant<caf::atom("finished")>;    // metrics f
 /// so a finalized communicator is never kept alive by its actors.
 using core_ref = std::weak_ptr<comm_core>;
 
+/// The engine's pass gives a link its turn (engine::move_link): the link
+/// actor's handler reads its channel, each arriving frame becoming a chunk
+/// message to its op actor (or held for an op not started yet, or matched
+/// to a receive), and writes what is queued. One value of a type of its
+/// own, no atom (as the op actors' messages): sent on every pass, handled
+/// in place (link_channel.hpp).
+struct link_turn {
+  engine* eng = nullptr;
+  /// Set to whether bytes moved (link_channels keeps it: a turn that went
+  /// through the mailbox may run after the pass that sent it).
+  bool* moved = nullptr;
+};
+
 using link_handle = caf::typed_actor<
+  caf::reacts_to<link_turn>,
   /// The engine lost the connection; re-establish it (MCCL_RECONNECT_MS).
   caf::reacts_to<link_lost_atom, std::string>,
   /// The resumer's answer: a new connection, or null and why not.
@@ -130,4 +148,5 @@ using metrics_handle = caf::typed_actor<
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::errc)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::transport::connection_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::core_ref)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::link_turn)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::finished_batch_ptr)

@@ -297,25 +297,35 @@ bool engine::progress(leadership&) {
   auto now = opts_.now();
   bool moved = begin_pass(now);
   const auto& visit = channels_to_visit(now);
-  for (auto* c : visit) {
-    if (c->current() != transport::channel::state::open)
-      continue;
-    moved |= c->progress(now) > 0;
-    settle();
-    moved |= write_queued(now);
-  }
+  for (auto* c : visit)
+    if (c->current() == transport::channel::state::open)
+      moved |= turn_of(c->peer());
   // Frames queued since each channel was written (by reading later
   // channels) go out now, not after a wait; a channel that could not
   // write everything stays listed for progress_peers().
   moved |= write_queued(now);
   for (auto& c : links_)
     if (c && c->wants_write() && c->current() == transport::channel::state::open) {
-      moved |= c->progress(now) > 0;
+      moved |= turn_of(c->peer());
       if (c->wants_write())
         note_queued(c->peer());
     }
   settle();
   return end_of_pass(now) || moved;
+}
+
+bool engine::turn_of(int peer) {
+  return opts_.links != nullptr ? opts_.links->move(peer) : move_link(peer);
+}
+
+bool engine::move_link(int peer) {
+  auto* c = links_[static_cast<std::size_t>(peer)].get();
+  if (c == nullptr || c->current() != transport::channel::state::open)
+    return false;
+  bool moved = c->progress(now_) > 0;
+  settle();
+  moved |= write_queued(now_);
+  return moved;
 }
 
 const std::vector<transport::channel*>& engine::channels_to_visit(clock::time_point now) {
@@ -429,10 +439,8 @@ bool engine::progress_peers(leadership& l, const std::vector<int>& readable) {
   bool moved = begin_pass(now);
   auto visit = [&](int peer) {
     auto& c = links_[static_cast<std::size_t>(peer)];
-    if (c && c->current() == transport::channel::state::open) {
-      moved |= c->progress(now) > 0;
-      settle();
-    }
+    if (c && c->current() == transport::channel::state::open)
+      moved |= turn_of(peer);
   };
   for (int peer : readable)
     visit(peer);

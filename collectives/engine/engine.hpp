@@ -250,6 +250,14 @@ public:
   /// One pass: posted work, every channel both ways, heartbeats, timers.
   /// True when anything moved or changed.
   bool progress(leadership& l);
+  /// One link's turn in the leader's pass: its channel reads (each frame
+  /// goes to its op actor as a chunk message, or is held for an op not
+  /// started yet, or is matched to a receive) and writes what is queued;
+  /// what ended settles, and what the reads queued for other links goes
+  /// out. True when bytes moved. The pass asks the link's keeper
+  /// (engine_options::links: the peer's link actor, in its handler) to run
+  /// it, and runs it itself without one. The leader only.
+  bool move_link(int peer);
   /// A pass for a driver that knows which connections became readable (the
   /// simulator, tools/mccl_sim/): posted work, the channels of `readable`
   /// and those with frames queued to send, timers; no heartbeats. With
@@ -271,6 +279,8 @@ public:
   clock::time_point grace_due(leadership& l) const;
   /// Ops ended in this leadership: letting go completes them.
   bool completions_pending(leadership&) const noexcept { return !completions_.empty(); }
+  /// Something is posted that no pass has taken yet.
+  bool has_posted() const noexcept { return inbox_ready_.load(std::memory_order_acquire); }
   /// No op is running and nothing is posted (completions may be pending).
   bool quiet(leadership&) const noexcept { return ops_.empty() && held_.empty() && !inbox_ready_.load(); }
   /// Finalize: fails what is in flight, tells every peer BYE (this rank
@@ -358,6 +368,8 @@ private:
   /// Writes the channels frames were queued to since this last ran, in the
   /// order they were queued; true when anything moved.
   bool write_queued(clock::time_point now);
+  /// `peer`'s link's turn (move_link), through its keeper when there is one.
+  bool turn_of(int peer);
   /// The open channels a full pass visits (after their keep-alives): all
   /// of them, or with many peers those whose sockets poll(2) readable plus
   /// those with work of their own.

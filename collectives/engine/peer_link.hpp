@@ -78,14 +78,19 @@ private:
   std::size_t held_frames_ = 0;
 };
 
-/// Who keeps a communicator's links besides the engine: its link actors
-/// (actors/link_channel.hpp). Null in engine_options: the engine alone.
+/// Who keeps a communicator's links besides the engine, and moves them in
+/// its passes: its link actors (actors/link_channel.hpp). Null in
+/// engine_options: the engine alone.
 class link_hosts {
 public:
   virtual ~link_hosts() = default;
   /// `link`, this rank's link to `peer`, built over its connection: the
   /// host keeps it for the peer's link actor.
   virtual void adopt(int peer, std::shared_ptr<peer_link> link) = 0;
+  /// The leader's pass gives `peer`'s link its turn: the host has the
+  /// link's keeper run engine::move_link(peer) (the link actor, in its
+  /// handler) and says whether bytes moved. On the leader's thread.
+  virtual bool move(int peer) = 0;
 };
 
 } // namespace mccl

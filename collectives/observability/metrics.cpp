@@ -52,6 +52,7 @@ registry& global() {
 
 std::atomic<uint64_t> actor_messages{0};
 std::atomic<uint64_t> thread_wakeups{0};
+std::atomic<uint64_t> link_turns{0};
 std::atomic<uint64_t> duplicate_chunks{0};
 std::atomic<uint64_t> lost_links{0};
 
@@ -202,6 +203,10 @@ void count_actor_messages(uint64_t n) noexcept {
   actor_messages.fetch_add(n, std::memory_order_relaxed);
 }
 
+void count_link_turn() noexcept {
+  link_turns.fetch_add(1, std::memory_order_relaxed);
+}
+
 void count_duplicate_chunk() noexcept {
   duplicate_chunks.fetch_add(1, std::memory_order_relaxed);
 }
@@ -240,6 +245,7 @@ metrics_summary get_metrics() {
   }
   s.actor_messages = actor_messages.load(std::memory_order_relaxed);
   s.thread_wakeups = thread_wakeups.load(std::memory_order_relaxed);
+  s.link_turns = link_turns.load(std::memory_order_relaxed);
   s.duplicate_chunks_dropped = duplicate_chunks.load(std::memory_order_relaxed);
   s.lost_links = lost_links.load(std::memory_order_relaxed);
   fill_percentiles(all, s.p50_latency_ms, s.p99_latency_ms);
@@ -252,7 +258,8 @@ metrics_summary get_metrics() {
 }
 
 actor_traffic get_actor_traffic() {
-  return {actor_messages.load(std::memory_order_relaxed), thread_wakeups.load(std::memory_order_relaxed)};
+  return {actor_messages.load(std::memory_order_relaxed), thread_wakeups.load(std::memory_order_relaxed),
+          link_turns.load(std::memory_order_relaxed)};
 }
 
 void reset_metrics() {
@@ -262,6 +269,7 @@ void reset_metrics() {
   r.totals = metrics_summary{};
   actor_messages.store(0, std::memory_order_relaxed);
   thread_wakeups.store(0, std::memory_order_relaxed);
+  link_turns.store(0, std::memory_order_relaxed);
   duplicate_chunks.store(0, std::memory_order_relaxed);
   lost_links.store(0, std::memory_order_relaxed);
   r.latencies_ms.clear();
@@ -294,8 +302,8 @@ std::string describe(const metrics_summary& m) {
     out << "; link comm " << l.comm_id << " rank " << l.rank << "->" << l.peer << ": "
         << format_byte_size(l.bytes_sent) << " out, " << format_byte_size(l.bytes_received)
         << " in, " << l.retransmits << " retransmits, " << l.reconnects << " reconnects";
-  out << "; actors: " << m.actor_messages << " op-actor messages, " << m.thread_wakeups
-      << " thread wake-ups";
+  out << "; actors: " << m.actor_messages << " op-actor messages, " << m.link_turns << " link turns, "
+      << m.thread_wakeups << " thread wake-ups";
   if (m.duplicate_chunks_dropped > 0) // only under a fault scenario
     out << "; " << m.duplicate_chunks_dropped << " duplicate chunks dropped";
   return out.str();
@@ -331,6 +339,8 @@ std::string to_prometheus(const metrics_summary& m, int rank) {
   out << "mccl_actor_messages_total{" << r << "} " << m.actor_messages << '\n';
   family("mccl_thread_wakeups_total", "counter", "Wake-ups of one thread by another for an op.");
   out << "mccl_thread_wakeups_total{" << r << "} " << m.thread_wakeups << '\n';
+  family("mccl_link_turns_total", "counter", "Turns the engine's passes gave link actors.");
+  out << "mccl_link_turns_total{" << r << "} " << m.link_turns << '\n';
   family("mccl_duplicate_chunks_dropped_total", "counter",
          "Copies of chunks an op already had, dropped (fault scenarios).");
   out << "mccl_duplicate_chunks_dropped_total{" << r << "} " << m.duplicate_chunks_dropped << '\n';

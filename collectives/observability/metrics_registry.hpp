@@ -51,6 +51,8 @@ std::shared_ptr<transport::link_counters> register_link(uint32_t comm_id, int ra
 /// thread_wakeups): relaxed atomic adds, no lock.
 void count_actor_messages(uint64_t n) noexcept;
 void count_thread_wakeup() noexcept;
+/// metrics_summary::link_turns.
+void count_link_turn() noexcept;
 /// metrics_summary::duplicate_chunks_dropped.
 void count_duplicate_chunk() noexcept;
 /// metrics_summary::lost_links (the supervisors').

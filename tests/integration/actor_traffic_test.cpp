@@ -1,7 +1,8 @@
-// Every op the engine runs is an op actor's state machine, and its path
-// crosses no thread (actors/op_actor.hpp, docs/ARCHITECTURE.md): the
-// per-op counts of metrics_summary::actor_messages and thread_wakeups over
-// a run of N ops. Setting up and finalizing the communicators sends no
+// Every op the engine runs is an op actor's state machine, its peers'
+// frames are read by link actors, and its path crosses no thread
+// (actors/op_actor.hpp, actors/link_actor.hpp, docs/ARCHITECTURE.md): the
+// per-op counts of metrics_summary::actor_messages, link_turns and
+// thread_wakeups over a run of N ops. Setting up and finalizing the communicators sends no
 // actor message and wakes no thread (a run of no ops is checked to count
 // none), so the run's totals are the ops'.
 
@@ -19,6 +20,7 @@ namespace {
 struct per_op {
   double messages = 0;
   double wakeups = 0;
+  double turns = 0;
 };
 
 /// What `body` (run on both ranks, threads of this process, so the
@@ -34,7 +36,8 @@ mccl::actor_traffic traffic_of(Body body, const char* transport = "tcp") {
   auto before = mccl::get_actor_traffic();
   run_ranks(rt, 2, o, body);
   auto after = mccl::get_actor_traffic();
-  return {after.actor_messages - before.actor_messages, after.thread_wakeups - before.thread_wakeups};
+  return {after.actor_messages - before.actor_messages, after.thread_wakeups - before.thread_wakeups,
+          after.link_turns - before.link_turns};
 }
 
 /// Both ranks run `ops` allreduces of `count` floats, each waited for by
@@ -77,7 +80,8 @@ mccl::actor_traffic run_sendrecv(int ops, std::size_t count) {
 per_op measure(int ops, std::size_t count, const char* transport = "tcp", const char* algorithm = nullptr) {
   auto total = run(ops, count, transport, algorithm);
   double n = 2.0 * ops; // both ranks ran `ops` ops
-  return {static_cast<double>(total.actor_messages) / n, static_cast<double>(total.thread_wakeups) / n};
+  return {static_cast<double>(total.actor_messages) / n, static_cast<double>(total.thread_wakeups) / n,
+          static_cast<double>(total.link_turns) / n};
 }
 
 } // namespace
@@ -98,6 +102,9 @@ TEST(ActorTraffic, ASmallAllreduceIsAtMostTwoMessagesToItsActorAndNoWakeUp) {
   EXPECT_GE(p.messages, 1.0);
   EXPECT_LE(p.messages, 2.0);
   EXPECT_LE(p.wakeups, 0.05);
+  // The peer's chunk is read in its link actor's turn: at least one per
+  // op (more while the caller's passes find nothing yet).
+  EXPECT_GE(p.turns, 1.0);
 }
 
 TEST(ActorTraffic, ABoardAllreduceIsOneMessageToItsActorAndNoWakeUp) {
@@ -106,6 +113,7 @@ TEST(ActorTraffic, ABoardAllreduceIsOneMessageToItsActorAndNoWakeUp) {
   auto p = measure(200, 1, "auto", "board");
   EXPECT_EQ(p.messages, 1.0);
   EXPECT_EQ(p.wakeups, 0.0);
+  EXPECT_LT(p.turns, 0.5) << "the board's ops ran passes of the engine"; // the watchdog's idle passes only
 }
 
 TEST(ActorTraffic, ALargeAllreduceSendsAChunkMessagePerChunkAndWakesNoThread) {
