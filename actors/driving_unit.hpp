@@ -55,7 +55,7 @@ namespace mccl::actors {
 
 /// An actor that handles a message dispatched to it (driving_unit::
 /// dispatch()) itself, with what it needs of CAF's activation around its
-/// handler: op_actor.cpp says what it skips, and why that is safe for it.
+/// handler: in_place_actor.hpp says what it skips, and why that is safe.
 class in_place_handler {
 public:
   /// Handles `x` on the calling thread as scheduled_actor::activate(unit,

@@ -2,6 +2,7 @@
 
 #include "actors/comm_core.hpp"
 #include "actors/driven_actor.hpp"
+#include "actors/in_place_actor.hpp"
 #include "collectives/engine/engine.hpp"
 #include <mccl/comm_actor.hpp>
 
@@ -18,39 +19,20 @@ namespace {
 /// the communicator's driving unit. Its phases are behaviours (become());
 /// each takes the pass's turn (link_turn) the same way.
 ///
-/// The turn comes on every pass that visits the link, so its consume()
-/// matches it by type itself, and handle_in_place() runs it without what
-/// CAF's activation adds that a link never needs, as the op actors do
-/// (op_actor.cpp says what is skipped and why it is safe); every other
-/// message takes CAF's way.
-class link_actor final : public driven_actor<link_handle::base>, public in_place_handler {
+/// The turn comes on every pass that visits the link, so the actor matches
+/// it by type itself, from the mailbox and in place (in_place_actor.hpp);
+/// every other message takes CAF's way.
+class link_actor final : public in_place_actor<link_actor, driven_actor<link_handle::base>> {
+  friend class in_place_actor<link_actor, driven_actor<link_handle::base>>;
+
 public:
-  link_actor(caf::actor_config& cfg, link_init init) : driven_actor<link_handle::base>(cfg), init_(std::move(init)) {}
+  link_actor(caf::actor_config& cfg, link_init init) : in_place_actor(cfg), init_(std::move(init)) {}
 
   const char* name() const override { return "mccl.link"; }
 
   behavior_type make_behavior() override {
-    behaving_ = true;
+    started();
     return connected();
-  }
-
-  caf::invoke_message_result consume(caf::mailbox_element& x) override {
-    if (!handled(x.content()))
-      return link_handle::base::consume(x);
-    return caf::invoke_message_result::consumed;
-  }
-
-  void handle_in_place(caf::execution_unit* unit, caf::mailbox_element& x) override {
-    if (!behaving_) {
-      activate(unit, x);
-      return;
-    }
-    context(unit);
-    // A turn runs the engine's reads, whose own guards (the ops', the
-    // channel's) turn what they throw into failures: nothing escapes here
-    // that CAF's handler would not end the actor for as well.
-    if (!handled(x.content()))
-      activate(unit, x);
   }
 
   /// Its turn reads frames and hands each to its op actor, in place.
@@ -68,6 +50,13 @@ private:
   }
 
   void on(const link_turn& t) { *t.moved = t.eng->move_link(init_.peer); }
+
+  /// What escaped a turn run in place (the engine's reads have guards of
+  /// their own: the ops', the channel's): the actor ends as CAF's default
+  /// exception handler would end it, and its supervisor revokes.
+  static caf::error failed_with(const std::exception_ptr& x) {
+    return caf::make_error(caf::sec::runtime_error, what_escaped(x));
+  }
 
   behavior_type connected() {
     return {
@@ -159,7 +148,6 @@ private:
   }
 
   link_init init_;
-  bool behaving_ = false; ///< its behaviour is set: CAF initialized it
 };
 
 } // namespace

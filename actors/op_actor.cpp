@@ -1,5 +1,7 @@
 #include "actors/op_actor.hpp"
 
+#include "actors/in_place_actor.hpp"
+
 #include "collectives/observability/metrics_registry.hpp"
 
 #include <caf/sec.hpp>
@@ -10,17 +12,6 @@
 
 namespace mccl::actors {
 namespace {
-
-/// What escaped a handler, in words.
-std::string what_of(const std::exception_ptr& x) {
-  try {
-    std::rethrow_exception(x);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
 
 /// Marks its slot's actor as inside one of its handlers while it lives.
 class in_handler {
@@ -35,12 +26,11 @@ private:
 };
 
 /// One op actor. Its behaviour is the five handlers below (the interface
-/// CAF checks op_handle against), and its consume() matches a message to
-/// them itself: every message an op actor gets is one of these five types,
-/// from the engine or the board's runner on the driving thread, never a
-/// request (no response to route), so CAF's general consume() (awaited and
-/// multiplexed responses, the system messages, the behaviour's match and
-/// its result visitor) does nothing here that the op needs. It cost 420 instructions a message more
+/// CAF checks op_handle against), and it matches a message to them itself
+/// (in_place_actor.hpp): every message an op actor gets is one of these
+/// five types, from the engine or the board's runner on the driving
+/// thread, never a request, so CAF's general consume() does nothing here
+/// that the op needs. It cost 420 instructions a message more
 /// (callgrind, rank 0 of a 2-rank 4 B sendrecv over shared memory: 1,860
 /// instructions a message in CAF's activate() with the handler, 1,440 with
 /// this one; docs/performance.md, "The op actors against the engine before
@@ -48,12 +38,12 @@ private:
 /// replaced, about 100 more. CAF 0.17's own raw_event_based_actor overrides
 /// consume() too, to skip the system messages. What is not one of the five
 /// (an exit or down message, say) goes to CAF's consume(). What a handler
-/// throws runs the exception handler and ends the actor, through CAF's
-/// reactivate() for a message from the mailbox and as reactivate() does
-/// for one dispatched in place (handle_in_place()).
-class op_actor final : public op_handle::base, public in_place_handler {
+/// throws runs the exception handler and ends the actor.
+class op_actor final : public in_place_actor<op_actor, op_handle::base> {
+  friend class in_place_actor<op_actor, op_handle::base>;
+
 public:
-  op_actor(caf::actor_config& cfg, op_slot* slot) : op_handle::base(cfg), slot_(slot) {
+  op_actor(caf::actor_config& cfg, op_slot* slot) : in_place_actor(cfg), slot_(slot) {
     // The op's own guard (op_session) turns what its algorithm throws into
     // the op's failure. Anything that escapes a handler anyway ends the
     // actor with an error: its op fails first, naming it, so the engine
@@ -66,7 +56,7 @@ public:
   const char* name() const override { return "mccl.op"; }
 
   behavior_type make_behavior() override {
-    behaving_ = true;
+    started();
     return {
       [this](transport::received_frame& f) { on(f); },
       [this](op_binding& b) { on(b); },
@@ -74,42 +64,6 @@ public:
       [this](const op_failure& f) { on(f); },
       [this](board_binding& b) { on(b); },
     };
-  }
-
-  caf::invoke_message_result consume(caf::mailbox_element& x) override {
-    if (!handled(x.content()))
-      return op_handle::base::consume(x);
-    return caf::invoke_message_result::consumed;
-  }
-
-  /// A message dispatched to it (driving_unit::dispatch()). CAF's
-  /// activate(unit, x) sets the actor's unit, initializes it on its first
-  /// run, runs consume(), then cleans up its behaviour stack, sees whether
-  /// the actor ended (finalize()) and sets its receive timeout, and catches
-  /// what a handler throws. An op actor that is dispatched to has run
-  /// already (dispatch needs an idle mailbox, which only a resume leaves);
-  /// its handlers never quit, pop a behaviour or set a timeout. So what is
-  /// left is the unit, the handler and the exception path: 143 instructions
-  /// fewer around a start, 79 around a chunk (callgrind, rank 0 of a 2-rank
-  /// 4 B allreduce over TCP: 464 to 321 and 275 to 196, the runner's send
-  /// included). Anything else goes CAF's way.
-  void handle_in_place(caf::execution_unit* unit, caf::mailbox_element& x) override {
-    if (!behaving_) {
-      activate(unit, x);
-      return;
-    }
-    context(unit);
-    try {
-      if (handled(x.content()))
-        return;
-    } catch (...) {
-      // As CAF's reactivate(): the exception handler's error ends the actor.
-      auto what = std::current_exception();
-      quit(failed_with(what));
-      finalize();
-      return;
-    }
-    activate(unit, x);
   }
 
 private:
@@ -135,7 +89,7 @@ private:
   caf::error failed_with(const std::exception_ptr& x) {
     slot_->failed = true;
     slot_->running = false;
-    auto what = what_of(x);
+    auto what = what_escaped(x);
     if (board_ != nullptr)
       board_->fail(errc::internal, "its op actor failed: " + what);
     else if (op_ != nullptr)
@@ -191,7 +145,6 @@ private:
   }
 
   op_slot* slot_;
-  bool behaving_ = false; ///< its behaviour is set: CAF initialized it
   /// The op it hosts, set by each start message. While the actor waits in
   /// the pool it still names the last one, but no message reaches it then.
   op_session* op_ = nullptr;
