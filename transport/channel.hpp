@@ -214,6 +214,10 @@ public:
   /// Bytes already read from the connection wait in the stage: a pass must
   /// visit this channel even when its connection has nothing new.
   bool has_staged() const noexcept { return stage_begin_ < stage_end_; }
+  /// Whether progress() would do anything now: frames to write, bytes
+  /// staged, or something the connection may have to read
+  /// (connection::maybe_readable: always, for a socket).
+  bool has_work() const { return !txq_.empty() || has_staged() || written_in_send_ > 0 || conn_->maybe_readable(); }
   /// With CRC: data frames the peer has not acknowledged yet.
   std::size_t unacked_frames() const noexcept { return crc_tx_.kept_frames(); }
   /// The connection (null unless open), for waiting on it.

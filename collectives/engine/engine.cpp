@@ -315,6 +315,11 @@ bool engine::progress(leadership&) {
 }
 
 bool engine::turn_of(int peer) {
+  // A link with nothing to do now gets no turn: an idle shared-memory ring
+  // says so without a read (with 16 ranks a pass visits 15 of them), a
+  // socket never does.
+  if (!links_[static_cast<std::size_t>(peer)]->has_work())
+    return false;
   return opts_.links != nullptr ? opts_.links->move(peer) : move_link(peer);
 }
 
@@ -454,6 +459,7 @@ bool engine::progress_peers(leadership& l, const std::vector<int>& readable) {
     if (c && c->wants_write() && c->current() == transport::channel::state::open)
       note_queued(peer);
   }
+  settle(); // what ended in the pass, when no link had a turn to settle it
   return end_of_pass(now) || moved;
 }
 

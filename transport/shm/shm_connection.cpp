@@ -140,7 +140,12 @@ void shm_connection::probe_single_copy() {
   }
 }
 
-bool shm_connection::peer_check_due() {
+bool shm_connection::maybe_readable() const {
+  return closed_.load(std::memory_order_relaxed) || rx_.has_input() || peer_closed_ || !peer_error_.empty()
+         || peer_check_due();
+}
+
+bool shm_connection::peer_check_due() const {
   if (armed_ || ++idle_polls_ % polls_per_peer_check == 0)
     return true;
   return std::chrono::steady_clock::now() - last_peer_check_ >= peer_check_interval;

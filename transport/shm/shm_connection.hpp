@@ -45,6 +45,10 @@ public:
 
   io_result write_some(const iovec* iov, int count) override;
   io_result read_some(void* data, std::size_t len) override;
+  /// Ring bytes or a splice to read, the peer's close or failure known,
+  /// or read_some's periodic look at the peer (check_peer) due: without a
+  /// system call, so a pass over many idle rings skips their reads.
+  bool maybe_readable() const override;
   /// Leaves `note` in the segment for the peer (peer_abort()), then, with
   /// splices open, revokes them: the peer's reader fails at the first (it
   /// never uses bytes of a buffer we let go), and so does this side.
@@ -68,7 +72,7 @@ private:
   /// when the ring is empty after an armed wait, and every few hundred empty
   /// polls (a spinning rank notices a crash as fast as a sleeping one).
   void check_peer();
-  bool peer_check_due();
+  bool peer_check_due() const;
   void self_signal() const;
   /// Once the peer offers splices: whether we can take them (logged).
   void probe_single_copy();
@@ -84,7 +88,7 @@ private:
   mutable bool armed_ = false;    ///< a doorbell may be waiting to be drained
   mutable bool self_signalled_ = false;
   bool write_blocked_ = false;    ///< the last write_some left bytes behind
-  unsigned idle_polls_ = 0;
+  mutable unsigned idle_polls_ = 0;
   std::chrono::steady_clock::time_point last_peer_check_{};
   bool peer_closed_ = false;
   std::string peer_error_;

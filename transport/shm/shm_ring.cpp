@@ -212,6 +212,10 @@ std::size_t shm_ring::readable() const noexcept {
                                   - ctl_->tail.load(std::memory_order_relaxed));
 }
 
+bool shm_ring::has_input() const noexcept {
+  return readable() > 0 || ctl_->posted.load(std::memory_order_acquire) > taken_;
+}
+
 std::size_t shm_ring::writable() const noexcept {
   return capacity_ - static_cast<std::size_t>(ctl_->head.load(std::memory_order_relaxed)
                                               - ctl_->tail.load(std::memory_order_acquire));

@@ -107,6 +107,8 @@ public:
 
   /// Bytes the reader could read now from the ring (splices not counted).
   std::size_t readable() const noexcept;
+  /// Something to read now: ring bytes, or a splice posted and not taken.
+  bool has_input() const noexcept;
   /// Bytes the writer could write now.
   std::size_t writable() const noexcept;
 
