@@ -2,15 +2,17 @@
 /// The link actor: one per peer of a communicator. It moves the peer's
 /// channel and keeps the connection's lifecycle.
 ///
-/// Its turn: every pass of the engine that visits the peer's link sends it
-/// a link_turn (messages.hpp), handled in place (link_channel.hpp), whose
-/// handler runs engine::move_link: the channel reads, each arriving frame
-/// becoming a chunk message to the op actor of its (communicator,
-/// sequence), dispatched in place inside this handler, or held for an op
-/// not started yet, or matched to a receive; then it writes what is
-/// queued. So the channel is read and written in the link actor's handler
-/// only, on the engine's leader. (The frames an op sends still go out by
-/// a call from the op's handler to the link's channel.)
+/// Its turn: every pass of the engine that visits the peer's link, when the
+/// link has something to do (channel::has_work), sends it a link_turn
+/// (messages.hpp), handled in place (link_channel.hpp), whose
+/// handler runs engine::move_link: the channel writes what is queued and
+/// reads, each arriving frame becoming a chunk message to the op actor of
+/// its (communicator, sequence), dispatched in place inside this handler,
+/// or held for an op not started yet, or matched to a receive. So every
+/// pass reads and writes the channel in the link actor's handler only, on
+/// the engine's leader. (An op hands its frames over by a call that queues
+/// them on the channel, and a small one with nothing queued ahead of it
+/// is written inside that call: docs/ARCHITECTURE.md, "Not yet actors".)
 ///
 /// The lifecycle's phases are behaviours (each takes its turn the same
 /// way):

@@ -11,7 +11,7 @@
 /// - each pass's turns (move()): the engine's leader asks here for a
 ///   peer's link to be moved, and the peer's link actor does it in its
 ///   handler, the turn dispatched to it in place (driving_unit::dispatch:
-///   about 200 instructions around the handler), or through its mailbox
+///   about 250 instructions around the handler), or through its mailbox
 ///   when messages of its own wait there. A link whose actor ended (its
 ///   peer lost, or the communicator finalized) is moved by the leader
 ///   itself, so what it still has to say (an ABORT) goes out.

@@ -297,13 +297,18 @@ bool engine::progress(leadership&) {
   auto now = opts_.now();
   bool moved = begin_pass(now);
   const auto& visit = channels_to_visit(now);
-  for (auto* c : visit)
-    if (c->current() == transport::channel::state::open)
-      moved |= turn_of(c->peer());
+  for (auto* c : visit) {
+    if (c->current() != transport::channel::state::open)
+      continue;
+    moved |= turn_of(c->peer());
+    // What the turn's reads made ops send to other links goes out now,
+    // in those links' turns.
+    moved |= write_queued();
+  }
   // Frames queued since each channel was written (by reading later
   // channels) go out now, not after a wait; a channel that could not
   // write everything stays listed for progress_peers().
-  moved |= write_queued(now);
+  moved |= write_queued();
   for (auto& c : links_)
     if (c && c->wants_write() && c->current() == transport::channel::state::open) {
       moved |= turn_of(c->peer());
@@ -329,7 +334,6 @@ bool engine::move_link(int peer) {
     return false;
   bool moved = c->progress(now_) > 0;
   settle();
-  moved |= write_queued(now_);
   return moved;
 }
 
@@ -463,7 +467,7 @@ bool engine::progress_peers(leadership& l, const std::vector<int>& readable) {
   return end_of_pass(now) || moved;
 }
 
-bool engine::write_queued(clock::time_point now) {
+bool engine::write_queued() {
   if (queued_to_.empty())
     return false;
   // In the order the ops queued them: a tree forwards to the child with
@@ -475,10 +479,8 @@ bool engine::write_queued(clock::time_point now) {
   for (int peer : writing_) {
     queued_flag_[static_cast<std::size_t>(peer)] = 0;
     auto& c = links_[static_cast<std::size_t>(peer)];
-    if (c && (c->wants_write() || c->wrote_in_send()) && c->current() == transport::channel::state::open) {
-      moved |= c->progress(now) > 0;
-      settle();
-    }
+    if (c && (c->wants_write() || c->wrote_in_send()) && c->current() == transport::channel::state::open)
+      moved |= turn_of(peer);
   }
   writing_.clear();
   return moved;

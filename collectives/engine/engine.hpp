@@ -250,13 +250,14 @@ public:
   /// One pass: posted work, every channel both ways, heartbeats, timers.
   /// True when anything moved or changed.
   bool progress(leadership& l);
-  /// One link's turn in the leader's pass: its channel reads (each frame
-  /// goes to its op actor as a chunk message, or is held for an op not
-  /// started yet, or is matched to a receive) and writes what is queued;
-  /// what ended settles, and what the reads queued for other links goes
-  /// out. True when bytes moved. The pass asks the link's keeper
-  /// (engine_options::links: the peer's link actor, in its handler) to run
-  /// it, and runs it itself without one. The leader only.
+  /// One link's turn in the leader's pass: its channel writes what is
+  /// queued and reads (each frame goes to its op actor as a chunk message,
+  /// or is held for an op not started yet, or is matched to a receive);
+  /// what ended settles. True when bytes moved. The pass asks the link's
+  /// keeper (engine_options::links: the peer's link actor, in its handler)
+  /// to run it, and runs it itself without one; what the reads made ops
+  /// queue for other links, the pass writes in those links' turns. Every
+  /// pass reads and writes a channel only here. The leader only.
   bool move_link(int peer);
   /// A pass for a driver that knows which connections became readable (the
   /// simulator, tools/mccl_sim/): posted work, the channels of `readable`
@@ -365,9 +366,10 @@ private:
   void push(command c);
   /// `peer`'s channel has frames to send: progress_peers() visits it.
   void note_queued(int peer);
-  /// Writes the channels frames were queued to since this last ran, in the
-  /// order they were queued; true when anything moved.
-  bool write_queued(clock::time_point now);
+  /// Gives the links frames were queued to since this last ran their
+  /// turns (turn_of), in the order the frames were queued; true when
+  /// anything moved.
+  bool write_queued();
   /// `peer`'s link's turn (move_link), through its keeper when there is one.
   bool turn_of(int peer);
   /// The open channels a full pass visits (after their keep-alives): all
