@@ -10,9 +10,9 @@
 /// its (communicator, sequence), dispatched in place inside this handler,
 /// or held for an op not started yet, or matched to a receive. So every
 /// pass reads and writes the channel in the link actor's handler only, on
-/// the engine's leader. (An op hands its frames over by a call that queues
-/// them on the channel, and a small one with nothing queued ahead of it
-/// is written inside that call: docs/ARCHITECTURE.md, "Not yet actors".)
+/// the engine's leader. (An op hands its frames over by a call that puts
+/// them on the channel's send queue, which writes nothing:
+/// docs/ARCHITECTURE.md, "Not yet actors".)
 ///
 /// The lifecycle's phases are behaviours (each takes its turn the same
 /// way):

@@ -67,28 +67,18 @@ bool channel::send(const wire::frame_header& h, const uint8_t* data, std::size_t
   item.data = data;
   item.data_frame = true;
   txq_.push_back(std::move(item));
-  if (len > copied_payload_bytes)
-    return true; // written by the next progress(); on_sent then
-  // A small payload leaves the sender's memory before send() returns, so
-  // the sender hears so at once rather than when a later write completes:
-  // for an op actor that is one message less per small frame (its own
-  // handler takes the news in place). With nothing queued ahead of it, it
-  // is written now (written() reports it sent); behind other frames, it is
-  // copied into the queue (a copy and, above 1 KiB, a malloc: some 800
-  // instructions for 4 KiB, more than the write that spares them).
-  if (txq_.size() == 1) {
-    // What the connection did not take now stays a frame from the sender's
-    // memory, reported once written: the connection may hold on to what it
-    // took (shared memory's single copy lets the peer read it from there
-    // later), so the payload must not be swapped for a copy.
-    written_in_send_ += write_now(clock::now());
-    return true;
+  // Written by progress(), the link actor's turn, which comes in the same
+  // pass. A tiny payload is copied into its queue entry, so it leaves the
+  // sender's memory now and the sender hears so at once (for an op actor
+  // that is one message less per tiny frame: its own handler takes the
+  // news in place); a larger one is reported once written.
+  if (len <= inline_payload_bytes) {
+    auto& queued = txq_.back();
+    std::memcpy(queued.inline_payload, data, len);
+    queued.data = queued.inline_payload;
+    queued.data_frame = false;
+    listener_.on_sent(opts_.peer, ref);
   }
-  auto& queued = txq_.back();
-  queued.owned.assign(data, data + len);
-  queued.data = queued.owned.data();
-  queued.data_frame = false;
-  listener_.on_sent(opts_.peer, ref);
   return true;
 }
 
@@ -210,7 +200,7 @@ void channel::ack_now() {
 std::size_t channel::progress(clock::time_point now) {
   if (state_ != state::open)
     return 0;
-  auto moved = std::exchange(written_in_send_, 0) + write_frames(now);
+  auto moved = write_frames(now);
   if (state_ != state::open)
     return moved;
   moved += read_frames(now);

@@ -36,6 +36,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <string>
@@ -126,21 +127,19 @@ public:
   channel(const channel&) = delete;
   channel& operator=(const channel&) = delete;
 
-  // ---- sending: queued here, written by progress() (a small frame with
-  // nothing ahead of it at once)
+  // ---- sending: queued here, written by progress() (the link actor's
+  // turn), never by send()
 
-  /// Payloads up to this size leave the sender's memory inside send(),
-  /// mostly: written at once when nothing is queued ahead of them (and
-  /// the connection takes them whole), else copied into the queue (a page:
-  /// the copy costs less than telling the sender later that its memory is
-  /// free).
-  static constexpr std::size_t copied_payload_bytes = 4096;
+  /// Payloads up to this size are copied into the queue entry itself (no
+  /// allocation), so they leave the sender's memory inside send() and the
+  /// sender hears so at once; a larger one is reported once written.
+  static constexpr std::size_t inline_payload_bytes = 64;
 
   /// Queues data frame `h` (kind data; payload_len and comm_id are filled
   /// in). Without CRC `data` must stay untouched until on_sent(ref), which
   /// comes from inside this call for a payload of up to
-  /// copied_payload_bytes that was written whole or copied, else once it
-  /// is written; with CRC the channel copies every payload. False when the
+  /// inline_payload_bytes, else once it is written; with CRC the channel
+  /// copies every payload. Writes nothing: progress() does. False when the
   /// channel is closed (nothing queued, on_sent never comes).
   bool send(const wire::frame_header& h, const uint8_t* data, std::size_t len, frame_ref ref);
   /// Drops every queued data frame not yet begun (ending a revoke: only
@@ -176,9 +175,8 @@ public:
   /// arrived (at most a budget, so one busy peer cannot starve the others).
   /// Returns the bytes moved.
   std::size_t progress(clock::time_point now);
-  /// Writes what the connection takes now, reading nothing: a small frame
-  /// inside send(), and what a peer about to be cut off can still get (the
-  /// ABORT naming why).
+  /// Writes what the connection takes now, reading nothing: what a peer
+  /// about to be cut off can still get (the ABORT naming why).
   /// Best effort: a failed write is left to the close that follows.
   /// Returns the bytes written.
   std::size_t write_now(clock::time_point now);
@@ -207,17 +205,13 @@ public:
   const std::string& name() const noexcept { return name_; }
   /// Bytes are queued (wait for writability too).
   bool wants_write() const noexcept { return !txq_.empty(); }
-  /// A small frame was written inside send() since the last progress():
-  /// the pass that sent it visits this channel as if it had queued it (the
-  /// bytes count as moved, and what the peer answered may be there to read).
-  bool wrote_in_send() const noexcept { return written_in_send_ > 0; }
   /// Bytes already read from the connection wait in the stage: a pass must
   /// visit this channel even when its connection has nothing new.
   bool has_staged() const noexcept { return stage_begin_ < stage_end_; }
   /// Whether progress() would do anything now: frames to write, bytes
   /// staged, or something the connection may have to read
   /// (connection::maybe_readable: always, for a socket).
-  bool has_work() const { return !txq_.empty() || has_staged() || written_in_send_ > 0 || conn_->maybe_readable(); }
+  bool has_work() const { return !txq_.empty() || has_staged() || conn_->maybe_readable(); }
   /// With CRC: data frames the peer has not acknowledged yet.
   std::size_t unacked_frames() const noexcept { return crc_tx_.kept_frames(); }
   /// The connection (null unless open), for waiting on it.
@@ -237,6 +231,22 @@ private:
     bool data_frame = false; ///< reports on_sent(ref) when done
     frame_ref ref;
     std::vector<uint8_t> owned; ///< payload of control frames and purged copies
+    uint8_t inline_payload[inline_payload_bytes] = {}; ///< a small payload's copy (send())
+
+    tx_item() = default;
+    tx_item(tx_item&& o) noexcept { *this = std::move(o); }
+    /// `data` follows an inline payload to its new place.
+    tx_item& operator=(tx_item&& o) noexcept {
+      std::memcpy(header, o.header, sizeof header);
+      len = o.len;
+      written = o.written;
+      data_frame = o.data_frame;
+      ref = o.ref;
+      owned = std::move(o.owned); // the same buffer: `data` into it stays valid
+      std::memcpy(inline_payload, o.inline_payload, sizeof inline_payload);
+      data = o.data == o.inline_payload ? inline_payload : o.data;
+      return *this;
+    }
   };
 
   std::size_t write_frames(clock::time_point now);
@@ -276,7 +286,6 @@ private:
   bool peer_abort_heard_ = false;
 
   std::deque<tx_item> txq_;
-  std::size_t written_in_send_ = 0; ///< bytes send() wrote since the last progress()
   clock::time_point last_tx_;
 
   // Receiving: headers and small frames pass the stage, one recv for several.

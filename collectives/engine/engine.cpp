@@ -479,7 +479,7 @@ bool engine::write_queued() {
   for (int peer : writing_) {
     queued_flag_[static_cast<std::size_t>(peer)] = 0;
     auto& c = links_[static_cast<std::size_t>(peer)];
-    if (c && (c->wants_write() || c->wrote_in_send()) && c->current() == transport::channel::state::open)
+    if (c && c->wants_write() && c->current() == transport::channel::state::open)
       moved |= turn_of(peer);
   }
   writing_.clear();

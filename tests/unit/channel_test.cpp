@@ -272,8 +272,8 @@ TEST_F(ChannelSim, LargePayloadsSkipTheStageAcrossSmallFramesAndRemainders) {
 // A small capacity forces partial writes: "sent" comes exactly when the
 // network has accepted all of a frame, never earlier.
 TEST_F(ChannelSim, PartialWritesReportSentOnlyOnceTheWholeFrameLeft) {
-  // Payloads above copied_payload_bytes: sent from the sender's memory.
-  constexpr std::size_t big = channel::copied_payload_bytes;
+  // Payloads above inline_payload_bytes: sent from the sender's memory.
+  constexpr std::size_t big = 4096;
   net.set_capacity(0, 1, 100);
   auto fa = send_from_a(0, 0, 0, big + 100);
   auto fb = send_from_a(0, 0, 1, big + 7);
@@ -303,52 +303,41 @@ TEST_F(ChannelSim, PartialWritesReportSentOnlyOnceTheWholeFrameLeft) {
   EXPECT_TRUE(net.pending().empty());
 }
 
-// A payload of up to copied_payload_bytes with nothing queued ahead of it
-// is written inside send(); one queued behind others is copied. Either way
+// A payload of up to inline_payload_bytes is copied into its queue entry:
 // the sender hears it was sent before send() returns, once, and what it
-// writes to its memory afterwards does not reach the peer. What the
-// connection did not take whole stays in the sender's memory (a connection
-// may hold on to what it took) and is reported once written.
-TEST_F(ChannelSim, SmallPayloadsLeaveTheSendersMemoryInsideSend) {
+// writes to its memory afterwards does not reach the peer. A larger one
+// stays in the sender's memory and is reported once written. send() writes
+// nothing itself: progress() (the link actor's turn) does.
+TEST_F(ChannelSim, TinyPayloadsLeaveTheSendersMemoryInsideSendWhichWritesNothing) {
   wire::frame_header h;
   h.kind = wire::frame_kind::data;
   h.seq = 3;
-  const std::size_t n = channel::copied_payload_bytes;
-  std::vector<uint8_t> first(n, 0x5a), second(n, 0x6b), third(n, 0x7c);
-  // Room for the first frame and 100 bytes of the second.
-  net.set_capacity(0, 1, wire::header_size + n + 100);
-  ASSERT_TRUE(a->send(h, first.data(), n, frame_ref{1, 0, 0}));
-  EXPECT_EQ(rec_a.sent, (std::vector<std::tuple<int, uint32_t, uint32_t>>{{1, 0, 0}}));
-  EXPECT_EQ(net.in_flight(0, 1), wire::header_size + n); // written now
-  ASSERT_TRUE(a->send(h, second.data(), n, frame_ref{1, 0, 1}));
-  EXPECT_EQ(rec_a.sent.size(), 1u); // only partly written: not yet
-  ASSERT_TRUE(a->send(h, third.data(), n, frame_ref{1, 0, 2}));
-  EXPECT_EQ(rec_a.sent, (std::vector<std::tuple<int, uint32_t, uint32_t>>{{1, 0, 0}, {1, 0, 2}})); // copied
-  std::fill(first.begin(), first.end(), uint8_t{0}); // the op reuses what was reported sent
-  std::fill(third.begin(), third.end(), uint8_t{0});
+  const std::size_t n = channel::inline_payload_bytes;
+  std::vector<uint8_t> tiny(n, 0x5a), larger(n + 1, 0x6b), tiny2(1, 0x7c);
+  ASSERT_TRUE(a->send(h, tiny.data(), n, frame_ref{1, 0, 0}));
+  EXPECT_EQ(rec_a.sent, (std::vector<std::tuple<int, uint32_t, uint32_t>>{{1, 0, 0}})); // copied
+  EXPECT_EQ(net.in_flight(0, 1), 0u) << "send() wrote";
+  ASSERT_TRUE(a->send(h, larger.data(), larger.size(), frame_ref{1, 0, 1}));
+  EXPECT_EQ(rec_a.sent.size(), 1u); // from the sender's memory: once written
+  ASSERT_TRUE(a->send(h, tiny2.data(), tiny2.size(), frame_ref{1, 0, 2}));
+  EXPECT_EQ(rec_a.sent.size(), 2u); // copied, behind the larger one
+  std::fill(tiny.begin(), tiny.end(), uint8_t{0}); // the op reuses what was reported sent
+  tiny2[0] = 0;
   for (int i = 0; i < 100 && rec_b.frames.size() < 3; ++i) {
     a->progress(now);
     net.deliver(0, 1, 1 << 20);
     b->progress(now);
   }
   ASSERT_EQ(rec_b.frames.size(), 3u);
-  uint8_t sent_bytes[] = {0x5a, 0x6b, 0x7c};
+  const std::size_t lens[] = {n, n + 1, 1};
+  const uint8_t sent_bytes[] = {0x5a, 0x6b, 0x7c};
   for (int f = 0; f < 3; ++f) {
     const auto& got = rec_b.frames[f];
-    ASSERT_EQ(got.header.payload_len, n);
-    for (std::size_t i = 0; i < n; ++i)
+    ASSERT_EQ(got.header.payload_len, lens[f]);
+    for (std::size_t i = 0; i < lens[f]; ++i)
       ASSERT_EQ(got.payload()[i], sent_bytes[f]) << "frame " << f << ", byte " << i;
   }
-  EXPECT_EQ(rec_a.sent.size(), 3u); // the second once written; none twice
-
-  // One byte more: sent from the sender's memory, reported once written.
-  std::vector<uint8_t> larger(n + 1, 0x11);
-  ASSERT_TRUE(a->send(h, larger.data(), larger.size(), frame_ref{1, 0, 3}));
-  EXPECT_EQ(rec_a.sent.size(), 3u);
-  EXPECT_EQ(net.in_flight(0, 1), 0u); // written by progress(), not yet
-  for (int i = 0; i < 100 && rec_a.sent.size() < 4; ++i)
-    a->progress(now);
-  EXPECT_EQ(rec_a.sent.size(), 4u);
+  EXPECT_EQ(rec_a.sent.size(), 3u); // the larger once written; none twice
 }
 
 // BYE carries how many collectives rank 0 issued; rank 1 gets the data
