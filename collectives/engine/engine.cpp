@@ -296,6 +296,9 @@ bool engine::begin_pass(clock::time_point now) {
 bool engine::progress(leadership&) {
   auto now = opts_.now();
   bool moved = begin_pass(now);
+  // The frames the ops started above queued go out first, in their links'
+  // turns, before any other link is read: a peer waits for them.
+  moved |= write_queued();
   const auto& visit = channels_to_visit(now);
   for (auto* c : visit) {
     if (c->current() != transport::channel::state::open)
