@@ -19,7 +19,8 @@ namespace {
 /// the communicator's driving unit. Its phases are behaviours (become());
 /// each takes the pass's turn (link_turn) the same way.
 ///
-/// The turn comes on every pass that visits the link, so the actor matches
+/// The turn comes on every pass that visits the link while it has something
+/// to do (channel::has_work), so the actor matches
 /// it by type itself, from the mailbox and in place (in_place_actor.hpp);
 /// every other message takes CAF's way.
 class link_actor final : public in_place_actor<link_actor, driven_actor<link_handle::base>> {
@@ -51,8 +52,8 @@ private:
 
   void on(const link_turn& t) { *t.moved = t.eng->move_link(init_.peer); }
 
-  /// What escaped a turn run in place (the engine's reads have guards of
-  /// their own: the ops', the channel's): the actor ends as CAF's default
+  /// What escaped a turn run in place (the channel's writes and reads, and
+  /// the ops' handlers, have guards of their own): the actor ends as CAF's default
   /// exception handler would end it, and its supervisor revokes.
   static caf::error failed_with(const std::exception_ptr& x) {
     return caf::make_error(caf::sec::runtime_error, what_escaped(x));

@@ -74,7 +74,8 @@ bool channel::send(const wire::frame_header& h, const uint8_t* data, std::size_t
   // news in place); a larger one is reported once written.
   if (len <= inline_payload_bytes) {
     auto& queued = txq_.back();
-    std::memcpy(queued.inline_payload, data, len);
+    if (len > 0) // a frame without payload may come with no pointer at all
+      std::memcpy(queued.inline_payload, data, len);
     queued.data = queued.inline_payload;
     queued.data_frame = false;
     listener_.on_sent(opts_.peer, ref);
