@@ -25,6 +25,10 @@ constexpr auto revoke_answer = std::chrono::milliseconds(500);
 
 std::atomic<uint64_t> next_watch_key{1};
 
+/// The passes pass() adds for the actors' mail, and kick()'s rounds, at
+/// most: a bound on the time a stream of messages can hold a thread.
+constexpr int max_extra_passes = 8;
+
 bool is_p2p(op_kind k) noexcept { return k == op_kind::send || k == op_kind::recv; }
 } // namespace
 
@@ -322,8 +326,12 @@ bool comm_core::pass(engine::leadership& lead) {
   // threads, they handle now, on this thread. What they post to the engine
   // (a revoke, a resume) the next pass takes at once, also when they ran
   // within the pass (a link's turn drains the unit). When nothing is
-  // queued (every op's pass), this reads three words.
-  while (unit_->drain() > 0 || (unit_->resumes() != resumes && engine_->has_posted())) {
+  // queued (every op's pass), this reads three words. Bounded, so a
+  // stream of mail cannot keep the leader from its own op's deadline: what
+  // is left, the leader's next pass (or let_go()) takes.
+  for (int extra = 0; extra < max_extra_passes
+                      && (unit_->drain() > 0 || (unit_->resumes() != resumes && engine_->has_posted()));
+       ++extra) {
     resumes = unit_->resumes();
     moved |= engine_->progress(lead);
   }
@@ -346,7 +354,9 @@ void comm_core::kick() {
   // pass (pass()): what it posted, the leader's next pass takes.
   if (engine_->led_by_this_thread())
     return;
-  for (;;) {
+  // Again while mail came as it let go, a few times at most: mail that
+  // keeps coming is the next leader's (or the watchdog's next tick's).
+  for (int round = 0; round < max_extra_passes; ++round) {
     auto lead = engine_->try_lead(driver_kind::actor);
     if (!lead)
       return;
