@@ -53,6 +53,24 @@
 
 namespace mccl::actors {
 
+/// Which messages a handler run in place (driving_unit::dispatch) lets be
+/// dispatched in place inside it, nested, while it runs; and, asking
+/// can_dispatch(), which of these a message is. Anything else a handler
+/// sends waits in its receiver's mailbox until the handler returns.
+enum class nesting : unsigned char {
+  /// None (a message of this kind is dispatched only when no handler runs).
+  none,
+  /// Messages to op actors: hosted by a link actor's turn, whose reads
+  /// hand each frame to its op actor.
+  op_messages,
+  /// Chunk messages to link actors: hosted by an op actor's handler, whose
+  /// frames go to its peers' links. (A link actor's chunk handler hosts
+  /// messages to op actors: the op that handed the chunk hears there that
+  /// it left its memory, which only that op hears, so nested handlers stay
+  /// a few deep.)
+  link_chunks,
+};
+
 /// An actor that handles a message dispatched to it (driving_unit::
 /// dispatch()) itself, with what it needs of CAF's activation around its
 /// handler: in_place_actor.hpp says what it skips, and why that is safe.
@@ -61,16 +79,25 @@ public:
   /// Handles `x` on the calling thread as scheduled_actor::activate(unit,
   /// x) would.
   virtual void handle_in_place(caf::execution_unit* unit, caf::mailbox_element& x) = 0;
-  /// While its handler runs in place, another actor's message sent from
-  /// that handler may be dispatched in place too (nested): true for an
-  /// actor whose handlers only call into code that op actors' handlers are
-  /// called from already (a link actor's turn: the engine's reads, which
-  /// hand each frame to its op actor). An op actor's message from an op
-  /// actor's handler waits in the mailbox until that handler returns.
-  virtual bool hosts_nested() const { return false; }
+
+  /// True while one of its handlers runs in place: a message to it then
+  /// waits (its mailbox stays blocked meanwhile, so can_dispatch() asks
+  /// this too: a handler is never entered twice).
+  bool running_in_place() const noexcept { return running_in_place_; }
 
 protected:
   ~in_place_handler() = default;
+
+private:
+  friend class driving_unit;
+  bool running_in_place_ = false;
+};
+
+/// An actor that may be dispatched to: the actor (its handle keeps it) and
+/// its in-place handler, the same object.
+struct in_place_target {
+  caf::scheduled_actor* self = nullptr;
+  in_place_handler* handler = nullptr;
 };
 
 class driving_unit final : public caf::execution_unit, public std::enable_shared_from_this<driving_unit> {
@@ -190,7 +217,7 @@ public:
                       this);
   }
 
-  /// Handles `xs...` as a message to the actor `handler` on the calling
+  /// Handles `xs...` as a message to the actor `to` on the calling
   /// thread, now: the element lives on the caller's stack and the actor
   /// runs it as CAF's one-shot activation would (scheduled_actor::activate(
   /// unit, element): the behaviour, the exception handler and the exit), the
@@ -202,24 +229,25 @@ public:
   /// of a 4 B allreduce over TCP on 2 ranks, the runner's send included)
   /// instead of 2,100 through the mailbox.
   ///
-  /// Only when that changes nothing an actor can see: no handler of this
-  /// unit is running (one handler's message to another actor waits until
-  /// it returns, as from the mailbox), or the one running in place hosts
-  /// nested dispatch (in_place_handler::hosts_nested: a link actor's turn,
-  /// whose reads hand frames to op actors), and `dest` is idle (its mailbox
-  /// blocked: no message of its own waits that this one would pass; an
-  /// actor whose handler runs is never idle, or is the host itself, whose
-  /// handlers never message themselves).
-  /// can_dispatch(the actor) says whether it may; otherwise the caller sends the
-  /// message (deliver(), then drain()). Jobs the handler queues run at the
-  /// caller's next drain(). The driving thread's calls only.
-  bool can_dispatch(caf::scheduled_actor* dest) const {
-    return dest != nullptr
-           && (!draining_.load(std::memory_order_relaxed) || (in_place_ != nullptr && in_place_->hosts_nested()))
-           && dest->mailbox().blocked();
+  /// Only when that changes nothing an actor can see: `to` is idle (its
+  /// mailbox blocked: no message of its own waits that this one would
+  /// pass) and none of its handlers runs in place, and either no handler
+  /// of this unit runs (one run by a drain's resume sends into mailboxes,
+  /// as CAF would), or the one running in place hosts messages of kind
+  /// `kind` (nesting: a link actor's handlers host messages to op actors,
+  /// an op actor's handlers chunk messages to link actors). can_dispatch()
+  /// says whether it may;
+  /// otherwise the caller sends the message (deliver(), then drain()).
+  /// Jobs the handler queues run at the caller's next drain(). `hosts`:
+  /// the kind of messages that may be dispatched inside this one. The
+  /// driving thread's calls only.
+  bool can_dispatch(const in_place_target& to, nesting kind) const {
+    return to.self != nullptr && !to.handler->running_in_place_
+           && (!draining_.load(std::memory_order_relaxed) || (in_place_ != nullptr && kind != nesting::none && hosts_ == kind))
+           && to.self->mailbox().blocked();
   }
   template <class... Ts>
-  void dispatch(in_place_handler& handler, Ts&&... xs) {
+  void dispatch(const in_place_target& to, nesting hosts, Ts&&... xs) {
     // The element lives on this stack: a dispatched message is handled
     // here and now and never queued, so it needs no heap copy (CAF's
     // make_mailbox_element allocates one and frees it after the handler:
@@ -229,13 +257,17 @@ public:
     // A drain() from the handler leaves what it queued to ours (or to the
     // caller's, for a nested dispatch); the host is put back after.
     bool outer_draining = draining_.load(std::memory_order_relaxed);
-    in_place_handler* outer = std::exchange(in_place_, &handler);
+    in_place_handler* outer = std::exchange(in_place_, to.handler);
+    nesting outer_hosts = std::exchange(hosts_, hosts);
     draining_.store(true, std::memory_order_relaxed);
+    to.handler->running_in_place_ = true;
     {
       driver_scope driving{*this};
-      handler.handle_in_place(this, element);
+      to.handler->handle_in_place(this, element);
     }
+    to.handler->running_in_place_ = false;
     draining_.store(outer_draining, std::memory_order_relaxed);
+    hosts_ = outer_hosts;
     in_place_ = outer;
     bump(dispatches_);
   }
@@ -273,6 +305,7 @@ private:
   std::atomic<std::thread::id> driver_{};
   std::atomic<bool> draining_{false}; ///< a drain() or a dispatch() runs (on the one driving thread)
   in_place_handler* in_place_ = nullptr; ///< whose handler dispatch() runs now; the driving thread's
+  nesting hosts_ = nesting::none;        ///< what in_place_'s handler hosts
   std::atomic<uint64_t> local_pushes_{0};   ///< the driving thread's (bump())
   std::atomic<uint64_t> foreign_pushes_{0}; ///< any thread's
   std::atomic<uint64_t> resumes_{0};        ///< the driving thread's (bump())

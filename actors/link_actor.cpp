@@ -36,21 +36,33 @@ public:
     return connected();
   }
 
-  /// Its turn reads frames and hands each to its op actor, in place.
-  bool hosts_nested() const override { return true; }
-
 private:
-  /// Runs the turn when `m` is one: one value of type link_turn.
+  /// Runs the handler of `m` when it is a turn or a chunk: one value of
+  /// one of those types (CAF's type number 0: a custom type, named by its
+  /// type_info, compared by address before by name, as op_actor.cpp
+  /// explains).
   bool handled(caf::type_erased_tuple& m) {
     auto type = m.size() == 1 ? m.type(0) : caf::rtti_pair{1, nullptr};
-    if (type.first != 0 || type.second == nullptr
-        || (type.second != &typeid(link_turn) && *type.second != typeid(link_turn)))
+    if (type.first != 0 || type.second == nullptr)
       return false;
-    on(m.get_as<link_turn>(0));
-    return true;
+    const std::type_info& t = *type.second;
+    bool turn = &t == &typeid(link_turn);
+    bool chunk = !turn && &t == &typeid(chunk_out);
+    if (!turn && !chunk) {
+      turn = t == typeid(link_turn);
+      chunk = !turn && t == typeid(chunk_out);
+    }
+    if (turn)
+      on(m.get_as<link_turn>(0));
+    else if (chunk)
+      on(m.get_as<chunk_out>(0));
+    return turn || chunk;
   }
 
   void on(const link_turn& t) { *t.moved = t.eng->move_link(init_.peer); }
+  /// Every phase queues what an op hands it: a closed channel refuses it
+  /// (engine::queue_chunk says what the op then hears).
+  void on(const chunk_out& c) { c.eng->queue_chunk(init_.peer, c.chunk); }
 
   /// What escaped a turn run in place (the channel's writes and reads, and
   /// the ops' handlers, have guards of their own): the actor ends as CAF's default
@@ -62,6 +74,7 @@ private:
   behavior_type connected() {
     return {
       [this](const link_turn& t) { on(t); },
+      [this](const chunk_out& c) { on(c); },
       [this](link_lost_atom, const std::string&) { // the engine logged why
         if (!init_.resumer || init_.reconnect.count() == 0)
           return; // the engine reports the loss itself
@@ -85,6 +98,7 @@ private:
   behavior_type resuming() {
     return {
       [this](const link_turn& t) { on(t); },
+      [this](const chunk_out& c) { on(c); },
       [](link_lost_atom, const std::string&) {
         // Already re-establishing it.
       },
@@ -120,6 +134,7 @@ private:
     return {
       // What the abort queued (the ABORT to the peer) still goes out.
       [this](const link_turn& t) { on(t); },
+      [this](const chunk_out& c) { on(c); },
       [](link_lost_atom, const std::string&) {},
       [](resumed_atom, transport::connection_ptr& conn, const std::string&) {
         if (conn)
@@ -157,8 +172,7 @@ link_actor_ref spawn_link_actor(driving_unit& unit, link_init init) {
   link_actor_ref ref;
   ref.handle = unit.spawn_class<link_actor>(std::move(init));
   auto* actor = static_cast<link_actor*>(caf::actor_cast<caf::abstract_actor*>(ref.handle));
-  ref.self = actor;
-  ref.in_place = actor;
+  ref.target = {actor, actor};
   return ref;
 }
 

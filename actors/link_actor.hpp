@@ -10,9 +10,13 @@
 /// its (communicator, sequence), dispatched in place inside this handler,
 /// or held for an op not started yet, or matched to a receive. So every
 /// pass reads and writes the channel in the link actor's handler only, on
-/// the engine's leader. (An op hands its frames over by a call that puts
-/// them on the channel's send queue, which writes nothing:
-/// docs/ARCHITECTURE.md, "Not yet actors".)
+/// the engine's leader.
+///
+/// Its chunks: an op actor hands it each frame for the peer in a chunk
+/// message (chunk_out), whose handler puts the frame on the channel's send
+/// queue (engine::queue_chunk) for the turns to write; sent from the op's
+/// handler and handled in place inside it, or right after this actor's
+/// turn when the op's handler runs inside it (link_channel.hpp).
 ///
 /// The lifecycle's phases are behaviours (each takes its turn the same
 /// way):
@@ -70,8 +74,7 @@ struct link_init {
 /// A link actor, and what dispatching to it in place needs.
 struct link_actor_ref {
   link_handle handle;
-  caf::scheduled_actor* self = nullptr; ///< the actor (handle keeps it)
-  in_place_handler* in_place = nullptr;
+  in_place_target target; ///< the actor itself (the handle keeps it)
 };
 
 /// Spawns it on `unit` (owned by a shared_ptr: driven_actor.hpp): its

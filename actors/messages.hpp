@@ -2,7 +2,8 @@
 /// The control plane's actors and the messages they take, as CAF typed
 /// actor interfaces: the compiler checks every message sent to them. (The
 /// op actors, which host each op's state machine and take its chunk
-/// messages, are in op_actor.hpp.) No message carries bulk bytes. None of
+/// messages, are in op_actor.hpp.) No message carries bulk bytes (a chunk
+/// message carries a view of them). None of
 /// these types leaves the process, hence CAF_ALLOW_UNSAFE_MESSAGE_TYPE
 /// below.
 ///
@@ -34,6 +35,7 @@
 ///     metrics.
 
 #include <mccl/error.hpp>
+#include "collectives/engine/peer_link.hpp"
 #include "collectives/observability/metrics_registry.hpp"
 #include "transport/connection.hpp"
 
@@ -87,8 +89,20 @@ struct link_turn {
   bool* moved = nullptr;
 };
 
+/// An op actor hands its peer's link a frame (engine::send_frame): the
+/// link actor's handler puts it on its channel's send queue
+/// (engine::queue_chunk), which its turns write. A descriptor with a view
+/// of the payload, never a copy of it; sent from the op's handler and
+/// handled in place, or right after the link's turn when that runs
+/// (link_channel.hpp).
+struct chunk_out {
+  engine* eng = nullptr;
+  outgoing_chunk chunk;
+};
+
 using link_handle = caf::typed_actor<
   caf::reacts_to<link_turn>,
+  caf::reacts_to<chunk_out>,
   /// The engine lost the connection; re-establish it (MCCL_RECONNECT_MS).
   caf::reacts_to<link_lost_atom, std::string>,
   /// The resumer's answer: a new connection, or null and why not.
@@ -149,4 +163,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::errc)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::transport::connection_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::core_ref)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::link_turn)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::chunk_out)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mccl::actors::finished_batch_ptr)

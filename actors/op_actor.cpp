@@ -159,16 +159,15 @@ private:
 /// (op_slot, written and read on the driving thread only).
 struct op_actors::slot : op_slot {
   op_handle actor;
-  // The actor itself, for dispatch (the handle keeps it).
-  caf::scheduled_actor* self = nullptr;
-  in_place_handler* in_place = nullptr;
+  in_place_target target; ///< the actor itself, for dispatch (the handle keeps it)
 };
 
 template <class... Ts>
 void op_actors::send(slot& to, Ts&&... xs) {
   metrics_registry::count_actor_messages(1);
-  if (unit_.can_dispatch(to.self)) {
-    unit_.dispatch(*to.in_place, std::forward<Ts>(xs)...);
+  // Its handler hosts the chunk messages it sends its links (nesting).
+  if (unit_.can_dispatch(to.target, nesting::op_messages)) {
+    unit_.dispatch(to.target, nesting::link_chunks, std::forward<Ts>(xs)...);
   } else {
     driving_unit::driver_scope driving{unit_};
     unit_.deliver(to.actor, std::forward<Ts>(xs)...);
@@ -241,8 +240,7 @@ std::unique_ptr<op_actors::slot> op_actors::take() {
     driving_unit::driver_scope driving{unit_};
     s->actor = unit_.spawn_class<op_actor>(static_cast<op_slot*>(s.get()));
     auto* actor = static_cast<op_actor*>(caf::actor_cast<caf::abstract_actor*>(s->actor));
-    s->self = actor;
-    s->in_place = actor;
+    s->target = {actor, actor};
     if (supervise_)
       supervise_(s->actor);
   } else {

@@ -724,7 +724,7 @@ int main(int argc, char** argv) {
       int op_thread_runs = 0; // ... on its communicator's op thread
       // Messages to op actors and thread wake-ups during the timed ops
       // (not the barrier before each iteration), on this rank.
-      uint64_t actor_messages = 0, thread_wakeups = 0, link_turns = 0;
+      uint64_t actor_messages = 0, thread_wakeups = 0, link_turns = 0, link_chunks = 0;
       std::vector<launched> ls(bufs.size());
       // One iteration: the time from starting the ops to the completion of
       // the last on this rank, per op, in microseconds.
@@ -755,6 +755,7 @@ int main(int argc, char** argv) {
         actor_messages += after.actor_messages - before.actor_messages;
         thread_wakeups += after.thread_wakeups - before.thread_wakeups;
         link_turns += after.link_turns - before.link_turns;
+        link_chunks += after.link_chunks - before.link_chunks;
         const auto& first = ls.front().first;
         if (first.valid()) {
           algorithm = first.metrics().algorithm;
@@ -770,7 +771,7 @@ int main(int argc, char** argv) {
       for (int it = 0; it < warmup; ++it)
         once();
       inline_runs = op_thread_runs = 0;
-      actor_messages = thread_wakeups = link_turns = 0;
+      actor_messages = thread_wakeups = link_turns = link_chunks = 0;
       if (opt.seconds > 0) {
         // Rank 0 decides before each iteration whether the budget allows
         // another and tells every rank, so all run the same count.
@@ -842,6 +843,7 @@ int main(int argc, char** argv) {
           j["actor_messages_per_op"] = ops_run > 0 ? static_cast<double>(actor_messages) / ops_run : 0.0;
           j["thread_wakeups_per_op"] = ops_run > 0 ? static_cast<double>(thread_wakeups) / ops_run : 0.0;
           j["link_turns_per_op"] = ops_run > 0 ? static_cast<double>(link_turns) / ops_run : 0.0;
+          j["link_chunks_per_op"] = ops_run > 0 ? static_cast<double>(link_chunks) / ops_run : 0.0;
           j["batch"] = opt.batch;
           j["inflight"] = opt.inflight;
           std::fprintf(json_out, "%s\n", j.dump().c_str());

@@ -259,6 +259,13 @@ public:
   /// queue for other links, the pass writes in those links' turns. Every
   /// pass reads and writes a channel only here. The leader only.
   bool move_link(int peer);
+  /// An op's frame for `peer` goes on its link's send queue, to be written
+  /// in the link's turns; a link that refuses it (closed) fails the op when
+  /// the peer finalized before taking it. The pass asks the link's keeper
+  /// (engine_options::links: the peer's link actor, in its handler of the
+  /// op's chunk message) to run it, and runs it itself without one. The
+  /// leader only.
+  void queue_chunk(int peer, const outgoing_chunk& chunk);
   /// A pass for a driver that knows which connections became readable (the
   /// simulator, tools/mccl_sim/): posted work, the channels of `readable`
   /// and those with frames queued to send, timers; no heartbeats. With

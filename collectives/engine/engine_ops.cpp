@@ -299,22 +299,31 @@ void engine::on_sent(int peer, const transport::frame_ref& ref) {
 
 void engine::send_frame(engine_op& op, int peer, const wire::frame_header& h, const uint8_t* data,
                         std::size_t len) {
-  auto* ch = peer >= 0 && peer < opts_.world ? links_[peer].get() : nullptr;
-  if (!ch)
+  if (peer < 0 || peer >= opts_.world || !links_[static_cast<std::size_t>(peer)])
     throw error(errc::internal, "algorithm " + op.algorithm_name() + " sends to rank "
                                   + std::to_string(peer) + ", which has no connection");
-  if (ch->send(h, data, len, transport::frame_ref{op.request->id, h.step, h.chunk})) {
+  outgoing_chunk chunk{h, data, len, transport::frame_ref{op.request->id, h.step, h.chunk}};
+  if (opts_.links != nullptr)
+    opts_.links->hand(peer, chunk);
+  else
+    queue_chunk(peer, chunk);
+}
+
+void engine::queue_chunk(int peer, const outgoing_chunk& chunk) {
+  auto& link = links_[static_cast<std::size_t>(peer)];
+  if (link->send(chunk.header, chunk.data, chunk.len, chunk.ref)) {
     note_queued(peer);
     return;
   }
   // The channel is closed. A peer that finalized never takes this frame; a
   // lost one is blamed once its grace period ends (or an ABORT explains it).
-  // (We are inside one of the op's own handlers, which sent the frame: it
-  // fails in place.)
   // (Revoking: only an op past the revoke point can still send to a peer
   // that finished; the revoke fails it.)
-  if (departed_.count(peer) && !revoke_.active)
-    op.fail(errc::peer_lost, peer_name(peer) + " finalized before receiving this op's frames");
+  if (!departed_.count(peer) || revoke_.active)
+    return;
+  auto o = ops_.find(chunk.ref.owner);
+  if (o != ops_.end() && !o->second->reported())
+    fail(*o->second, errc::peer_lost, peer_name(peer) + " finalized before receiving this op's frames");
 }
 
 // ---- ending ------------------------------------------------------------------------

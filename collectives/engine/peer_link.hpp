@@ -78,6 +78,16 @@ private:
   std::size_t held_frames_ = 0;
 };
 
+/// A data frame an op hands its peer's link (engine::send_frame): its
+/// header and a view of its payload, which stays the op's until the link
+/// reports it sent (channel::send says when).
+struct outgoing_chunk {
+  wire::frame_header header;
+  const uint8_t* data = nullptr;
+  std::size_t len = 0;
+  transport::frame_ref ref;
+};
+
 /// Who keeps a communicator's links besides the engine, and moves them in
 /// its passes: its link actors (actors/link_channel.hpp). Null in
 /// engine_options: the engine alone.
@@ -91,6 +101,11 @@ public:
   /// link's keeper run engine::move_link(peer) (the link actor, in its
   /// handler) and says whether bytes moved. On the leader's thread.
   virtual bool move(int peer) = 0;
+  /// An op's handler hands `chunk` to `peer`'s link: the host has the
+  /// link's keeper run engine::queue_chunk(peer, chunk) (the link actor,
+  /// in its handler of a chunk message), now or, while the link's turn
+  /// runs, right after it. On the leader's thread.
+  virtual void hand(int peer, const outgoing_chunk& chunk) = 0;
 };
 
 } // namespace mccl

@@ -53,6 +53,7 @@ registry& global() {
 std::atomic<uint64_t> actor_messages{0};
 std::atomic<uint64_t> thread_wakeups{0};
 std::atomic<uint64_t> link_turns{0};
+std::atomic<uint64_t> link_chunks{0};
 std::atomic<uint64_t> duplicate_chunks{0};
 std::atomic<uint64_t> lost_links{0};
 
@@ -207,6 +208,10 @@ void count_link_turn() noexcept {
   link_turns.fetch_add(1, std::memory_order_relaxed);
 }
 
+void count_link_chunk() noexcept {
+  link_chunks.fetch_add(1, std::memory_order_relaxed);
+}
+
 void count_duplicate_chunk() noexcept {
   duplicate_chunks.fetch_add(1, std::memory_order_relaxed);
 }
@@ -246,6 +251,7 @@ metrics_summary get_metrics() {
   s.actor_messages = actor_messages.load(std::memory_order_relaxed);
   s.thread_wakeups = thread_wakeups.load(std::memory_order_relaxed);
   s.link_turns = link_turns.load(std::memory_order_relaxed);
+  s.link_chunks = link_chunks.load(std::memory_order_relaxed);
   s.duplicate_chunks_dropped = duplicate_chunks.load(std::memory_order_relaxed);
   s.lost_links = lost_links.load(std::memory_order_relaxed);
   fill_percentiles(all, s.p50_latency_ms, s.p99_latency_ms);
@@ -259,7 +265,7 @@ metrics_summary get_metrics() {
 
 actor_traffic get_actor_traffic() {
   return {actor_messages.load(std::memory_order_relaxed), thread_wakeups.load(std::memory_order_relaxed),
-          link_turns.load(std::memory_order_relaxed)};
+          link_turns.load(std::memory_order_relaxed), link_chunks.load(std::memory_order_relaxed)};
 }
 
 void reset_metrics() {
@@ -270,6 +276,7 @@ void reset_metrics() {
   actor_messages.store(0, std::memory_order_relaxed);
   thread_wakeups.store(0, std::memory_order_relaxed);
   link_turns.store(0, std::memory_order_relaxed);
+  link_chunks.store(0, std::memory_order_relaxed);
   duplicate_chunks.store(0, std::memory_order_relaxed);
   lost_links.store(0, std::memory_order_relaxed);
   r.latencies_ms.clear();
@@ -303,6 +310,7 @@ std::string describe(const metrics_summary& m) {
         << format_byte_size(l.bytes_sent) << " out, " << format_byte_size(l.bytes_received)
         << " in, " << l.retransmits << " retransmits, " << l.reconnects << " reconnects";
   out << "; actors: " << m.actor_messages << " op-actor messages, " << m.link_turns << " link turns, "
+      << m.link_chunks << " chunk messages to links, "
       << m.thread_wakeups << " thread wake-ups";
   if (m.duplicate_chunks_dropped > 0) // only under a fault scenario
     out << "; " << m.duplicate_chunks_dropped << " duplicate chunks dropped";
@@ -341,6 +349,8 @@ std::string to_prometheus(const metrics_summary& m, int rank) {
   out << "mccl_thread_wakeups_total{" << r << "} " << m.thread_wakeups << '\n';
   family("mccl_link_turns_total", "counter", "Turns the engine's passes gave link actors.");
   out << "mccl_link_turns_total{" << r << "} " << m.link_turns << '\n';
+  family("mccl_link_chunks_total", "counter", "Chunk messages op actors sent link actors (a frame each).");
+  out << "mccl_link_chunks_total{" << r << "} " << m.link_chunks << '\n';
   family("mccl_duplicate_chunks_dropped_total", "counter",
          "Copies of chunks an op already had, dropped (fault scenarios).");
   out << "mccl_duplicate_chunks_dropped_total{" << r << "} " << m.duplicate_chunks_dropped << '\n';

@@ -53,6 +53,8 @@ void count_actor_messages(uint64_t n) noexcept;
 void count_thread_wakeup() noexcept;
 /// metrics_summary::link_turns.
 void count_link_turn() noexcept;
+/// metrics_summary::link_chunks.
+void count_link_chunk() noexcept;
 /// metrics_summary::duplicate_chunks_dropped.
 void count_duplicate_chunk() noexcept;
 /// metrics_summary::lost_links (the supervisors').

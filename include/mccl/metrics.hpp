@@ -64,6 +64,9 @@ struct metrics_summary {
   /// the link's channel read and written in its actor's handler), one per
   /// link a pass visits: a thread that spins on an op counts one per try.
   uint64_t link_turns = 0;
+  /// Chunk messages op actors sent link actors: a frame each, handed to
+  /// the link to queue on its channel.
+  uint64_t link_chunks = 0;
   /// Copies of chunks an op already had, dropped before its algorithm saw
   /// them (a fault scenario's duplicated chunk messages; docs/fault-injection.md).
   uint64_t duplicate_chunks_dropped = 0;
@@ -75,12 +78,14 @@ struct metrics_summary {
 /// The summary now.
 metrics_summary get_metrics();
 
-/// metrics_summary's actor_messages, thread_wakeups and link_turns alone:
-/// three relaxed loads, cheap enough to read around a single op.
+/// metrics_summary's actor_messages, thread_wakeups, link_turns and
+/// link_chunks alone: four relaxed loads, cheap enough to read around a
+/// single op.
 struct actor_traffic {
   uint64_t actor_messages = 0;
   uint64_t thread_wakeups = 0;
   uint64_t link_turns = 0;
+  uint64_t link_chunks = 0;
 };
 actor_traffic get_actor_traffic();
 
@@ -102,8 +107,8 @@ std::string describe(const metrics_summary& m);
 /// mccl_link_reconnects_total (by comm and peer); gauges
 /// mccl_op_latency_p50_ms, mccl_op_latency_p99_ms (by op),
 /// mccl_peak_throughput_gbps; counters mccl_actor_messages_total,
-/// mccl_thread_wakeups_total, mccl_link_turns_total, mccl_duplicate_chunks_dropped_total,
-/// mccl_lost_links_total.
+/// mccl_thread_wakeups_total, mccl_link_turns_total, mccl_link_chunks_total,
+/// mccl_duplicate_chunks_dropped_total, mccl_lost_links_total.
 std::string to_prometheus(const metrics_summary& m, int rank);
 
 /// Writes describe(get_metrics()) to stderr through mccl's logger,

@@ -4,10 +4,13 @@
 // another thread wakes the driver; supervision (monitor, down messages)
 // works on it; jobs left at destruction go on on CAF's workers; a driven
 // actor runs on its unit whoever sends it a message, until the unit is
-// detached.
+// detached; a message is dispatched in place, nested in a running
+// handler, only where that handler hosts its kind, and never into a
+// handler that runs already.
 
 #include "actors/driven_actor.hpp"
 #include "actors/driving_unit.hpp"
+#include "actors/in_place_actor.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/all.hpp>
@@ -16,12 +19,24 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <string>
+#include <typeinfo>
 #include <set>
 #include <thread>
 #include <vector>
 
 using namespace mccl::actors;
+
+namespace {
+
+/// The message of the nesting test: its probe runs its script.
+struct poke {};
+
+} // namespace
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(poke)
 
 namespace {
 
@@ -274,6 +289,94 @@ TEST_F(DrivingUnit, ADetachedUnitsDrivenActorsGoOnOnCafsWorkers) {
   EXPECT_EQ(t.handled.load(), 2);
   ASSERT_EQ(t.threads.count(std::this_thread::get_id()), 0u);
   caf::anon_send_exit(pong, caf::exit_reason::user_shutdown);
+}
+
+/// An actor dispatched to in place, as the op and link actors are
+/// (in_place_actor.hpp), whose handler of `poke` runs a script.
+class probe final : public in_place_actor<probe, caf::event_based_actor> {
+  friend class in_place_actor<probe, caf::event_based_actor>;
+
+public:
+  probe(caf::actor_config& cfg, std::function<void()>* script) : in_place_actor(cfg), script_(script) {}
+
+  caf::behavior make_behavior() override {
+    started();
+    return {[this](const poke&) { (*script_)(); }};
+  }
+
+private:
+  bool handled(caf::type_erased_tuple& m) {
+    if (m.size() != 1 || m.type(0).second == nullptr || *m.type(0).second != typeid(poke))
+      return false;
+    (*script_)();
+    return true;
+  }
+  static caf::error failed_with(const std::exception_ptr& x) {
+    return caf::make_error(caf::sec::runtime_error, what_escaped(x));
+  }
+
+  std::function<void()>* script_;
+};
+
+TEST_F(DrivingUnit, ANestedMessageRunsInPlaceOnlyWhereItsHostAllowsItAndNeverReentersAHandler) {
+  auto unit = std::make_shared<driving_unit>(*system_, [] {});
+  // Two link-like actors and two op-like ones; each runs its script when poked.
+  std::function<void()> link_a, link_b, op_x, op_y;
+  auto spawn = [&](std::function<void()>* script, in_place_target& target) {
+    auto handle = unit->spawn_class<probe>(script);
+    auto* self = static_cast<probe*>(caf::actor_cast<caf::abstract_actor*>(handle));
+    target = {self, self};
+    return caf::actor{handle};
+  };
+  in_place_target a, b, x, y;
+  std::vector<caf::actor> keep{spawn(&link_a, a), spawn(&link_b, b), spawn(&op_x, x), spawn(&op_y, y)};
+  while (!unit->idle())
+    unit->drain(); // their first runs (make_behavior)
+  std::vector<std::string> said;
+  auto note = [&](const char* what, bool may) { said.push_back(std::string{what} + (may ? " yes" : " no")); };
+
+  // A turn (hosts op messages) runs op X nested (hosts chunks), which hands
+  // a chunk to link B nested; a chunk back to A waits: A's handler runs.
+  link_a = [&] {
+    note("turn: X as op message", unit->can_dispatch(x, nesting::op_messages));
+    note("turn: B as chunk", unit->can_dispatch(b, nesting::link_chunks));
+    note("turn: A itself", unit->can_dispatch(a, nesting::op_messages));
+    unit->dispatch(x, nesting::link_chunks, poke{});
+  };
+  op_x = [&] {
+    note("op: A as chunk", unit->can_dispatch(a, nesting::link_chunks));
+    note("op: Y as op message", unit->can_dispatch(y, nesting::op_messages));
+    note("op: B as chunk", unit->can_dispatch(b, nesting::link_chunks));
+    unit->dispatch(b, nesting::op_messages, poke{});
+  };
+  link_b = [&] {
+    note("chunk: X as op message", unit->can_dispatch(x, nesting::op_messages));
+    note("chunk: Y as op message", unit->can_dispatch(y, nesting::op_messages));
+  };
+  ASSERT_TRUE(unit->can_dispatch(a, nesting::none));
+  unit->dispatch(a, nesting::op_messages, poke{});
+  EXPECT_EQ(said, (std::vector<std::string>{
+                    "turn: X as op message yes", "turn: B as chunk no", "turn: A itself no",
+                    "op: A as chunk no", "op: Y as op message no", "op: B as chunk yes",
+                    "chunk: X as op message no", "chunk: Y as op message yes"}));
+
+  // A handler run by a drain (from its mailbox) hosts nothing: what it
+  // sends waits in mailboxes, as CAF would have it; a top-level message
+  // that is never nested may not run inside it either.
+  said.clear();
+  op_y = [&] {
+    note("resumed: B as chunk", unit->can_dispatch(b, nesting::link_chunks));
+    note("resumed: A at top level", unit->can_dispatch(a, nesting::none));
+  };
+  unit->deliver(keep[3], poke{});
+  EXPECT_FALSE(unit->can_dispatch(y, nesting::none)) << "an actor with mail waiting was dispatched to";
+  while (!unit->idle())
+    unit->drain();
+  EXPECT_EQ(said, (std::vector<std::string>{"resumed: B as chunk no", "resumed: A at top level no"}));
+  for (auto& actor : keep)
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  keep.clear();
+  unit->detach();
 }
 
 } // namespace

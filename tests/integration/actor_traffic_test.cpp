@@ -1,7 +1,8 @@
-// Every op the engine runs is an op actor's state machine, its peers'
-// frames are read by link actors, and its path crosses no thread
-// (actors/op_actor.hpp, actors/link_actor.hpp, docs/ARCHITECTURE.md): the
-// per-op counts of metrics_summary::actor_messages, link_turns and
+// Every op the engine runs is an op actor's state machine, which hands its
+// frames to link actors in chunk messages; its peers' frames are read by
+// link actors, and its path crosses no thread (actors/op_actor.hpp,
+// actors/link_actor.hpp, docs/ARCHITECTURE.md): the per-op counts of
+// metrics_summary::actor_messages, link_turns, link_chunks and
 // thread_wakeups over a run of N ops. Setting up and finalizing the communicators sends no
 // actor message and wakes no thread (a run of no ops is checked to count
 // none), so the run's totals are the ops'.
@@ -21,6 +22,7 @@ struct per_op {
   double messages = 0;
   double wakeups = 0;
   double turns = 0;
+  double chunks_out = 0;
 };
 
 /// What `body` (run on both ranks, threads of this process, so the
@@ -37,7 +39,7 @@ mccl::actor_traffic traffic_of(Body body, const char* transport = "tcp") {
   run_ranks(rt, 2, o, body);
   auto after = mccl::get_actor_traffic();
   return {after.actor_messages - before.actor_messages, after.thread_wakeups - before.thread_wakeups,
-          after.link_turns - before.link_turns};
+          after.link_turns - before.link_turns, after.link_chunks - before.link_chunks};
 }
 
 /// Both ranks run `ops` allreduces of `count` floats, each waited for by
@@ -81,7 +83,7 @@ per_op measure(int ops, std::size_t count, const char* transport = "tcp", const 
   auto total = run(ops, count, transport, algorithm);
   double n = 2.0 * ops; // both ranks ran `ops` ops
   return {static_cast<double>(total.actor_messages) / n, static_cast<double>(total.thread_wakeups) / n,
-          static_cast<double>(total.link_turns) / n};
+          static_cast<double>(total.link_turns) / n, static_cast<double>(total.link_chunks) / n};
 }
 
 } // namespace
@@ -105,6 +107,8 @@ TEST(ActorTraffic, ASmallAllreduceIsAtMostTwoMessagesToItsActorAndNoWakeUp) {
   // The peer's chunk is read in its link actor's turn: at least one per
   // op (more while the caller's passes find nothing yet).
   EXPECT_GE(p.turns, 1.0);
+  // Its one frame to the peer: one chunk message to the peer's link actor.
+  EXPECT_EQ(p.chunks_out, 1.0);
 }
 
 TEST(ActorTraffic, ABoardAllreduceIsOneMessageToItsActorAndNoWakeUp) {
@@ -114,6 +118,7 @@ TEST(ActorTraffic, ABoardAllreduceIsOneMessageToItsActorAndNoWakeUp) {
   EXPECT_EQ(p.messages, 1.0);
   EXPECT_EQ(p.wakeups, 0.0);
   EXPECT_LT(p.turns, 0.5) << "the board's ops ran passes of the engine"; // the watchdog's idle passes only
+  EXPECT_EQ(p.chunks_out, 0.0) << "the board's ops sent frames";
 }
 
 TEST(ActorTraffic, ALargeAllreduceSendsAChunkMessagePerChunkAndWakesNoThread) {
@@ -124,6 +129,7 @@ TEST(ActorTraffic, ALargeAllreduceSendsAChunkMessagePerChunkAndWakesNoThread) {
   // up to one for the post and one for the release per op).
   auto p = measure(4, 4u << 20);
   EXPECT_GT(p.messages, 20.0);
+  EXPECT_GT(p.chunks_out, 10.0); // every frame out is a chunk message to its link
   EXPECT_LE(p.wakeups, 2.0);
 }
 
@@ -145,6 +151,8 @@ TEST(ActorTraffic, ASendrecvIsThreeMessagesAndWakesNoThread) {
     auto total = run_sendrecv(200, 1);
     EXPECT_GE(static_cast<double>(total.actor_messages) / n, 2.0);
     EXPECT_LE(static_cast<double>(total.actor_messages) / n, 3.0);
+    // The send's one frame: a chunk message to its link.
+    EXPECT_EQ(static_cast<double>(total.link_chunks) / n, 1.0);
     fewest_wakeups = std::min(fewest_wakeups, static_cast<double>(total.thread_wakeups) / n);
   }
   EXPECT_LE(fewest_wakeups, 0.5);

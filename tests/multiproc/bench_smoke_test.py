@@ -17,8 +17,8 @@ import sys
 
 KEYS = ["library", "variant", "op", "dtype", "redop", "ranks", "bytes", "count", "p50_us",
         "p99_us", "algbw_gbs", "busbw_gbs", "check", "algorithm", "inline_pct",
-        "op_thread_pct", "actor_messages_per_op", "thread_wakeups_per_op", "link_turns_per_op", "batch",
-        "inflight"]
+        "op_thread_pct", "actor_messages_per_op", "thread_wakeups_per_op", "link_turns_per_op",
+        "link_chunks_per_op", "batch", "inflight"]
 PREFIX = re.compile(r"^\[(\d+)\] ?(.*)$")
 
 
@@ -73,7 +73,7 @@ def main():
                 fail(f"{key} is not a percentage: {text}", out)
         if row["inline_pct"] + row["op_thread_pct"] > 100:
             fail(f"inline_pct + op_thread_pct above 100: {text}", out)
-        for key in ("actor_messages_per_op", "thread_wakeups_per_op", "link_turns_per_op"):
+        for key in ("actor_messages_per_op", "thread_wakeups_per_op", "link_turns_per_op", "link_chunks_per_op"):
             if not isinstance(row[key], (int, float)) or row[key] < 0:
                 fail(f"{key} is not a count per op: {text}", out)
         rows.append(row)

@@ -3,10 +3,10 @@
 /// rendezvous store's server and the process's standby store; the readiness
 /// monitor (readiness.hpp) wakes an engine that no thread leads when one of
 /// its connections becomes readable or writable (engine::arm). Data does not
-/// flow through either: the engine's leader moves every byte through each
-/// peer's link (collectives/engine/peer_link.hpp, kept by the peer's link
-/// actor), on whichever thread drives it (the caller's, the op thread or
-/// the progress actor; see docs/ARCHITECTURE.md, "Who drives").
+/// flow through either: each peer's link actor writes and reads its link
+/// (collectives/engine/peer_link.hpp) in the turns the engine's leader
+/// gives it, on whichever thread drives the engine (the caller's, the op
+/// thread or the progress actor; see docs/ARCHITECTURE.md, "Who drives").
 
 #include "transport/tcp/readiness.hpp"
 
