@@ -34,6 +34,7 @@
 #include <caf/actor_config.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/execution_unit.hpp>
+#include <caf/detail/type_erased_tuple_view.hpp>
 #include <caf/mailbox_element.hpp>
 #include <caf/resumable.hpp>
 #include <caf/scheduled_actor.hpp>
@@ -46,7 +47,9 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -71,14 +74,63 @@ enum class nesting : unsigned char {
   link_chunks,
 };
 
+/// A message dispatched in place (driving_unit::dispatch()): its values,
+/// which live on the dispatcher's stack, seen through CAF's type-erased
+/// view, and a mailbox element made of them only when the actor takes the
+/// message CAF's way (its first run, a message it does not match itself).
+class in_place_message {
+public:
+  virtual caf::type_erased_tuple& content() noexcept = 0;
+  /// The values as a mailbox element, for scheduled_actor::activate(); the
+  /// values move into it, so content() is not read afterwards.
+  virtual caf::mailbox_element& element() = 0;
+
+protected:
+  ~in_place_message() = default;
+};
+
+namespace detail {
+
+template <class... Vs>
+class in_place_values final : public in_place_message {
+public:
+  template <class... Ts>
+  explicit in_place_values(Ts&&... xs)
+    : values_(std::forward<Ts>(xs)...), view_(view_of(std::index_sequence_for<Vs...>{})) {}
+
+  caf::type_erased_tuple& content() noexcept override { return view_; }
+  caf::mailbox_element& element() override {
+    if (!element_)
+      make_element(std::index_sequence_for<Vs...>{});
+    return *element_;
+  }
+
+private:
+  template <std::size_t... Is>
+  caf::detail::type_erased_tuple_view<Vs...> view_of(std::index_sequence<Is...>) {
+    return {std::get<Is>(values_)...};
+  }
+  template <std::size_t... Is>
+  void make_element(std::index_sequence<Is...>) {
+    element_.emplace(nullptr, caf::make_message_id(), caf::mailbox_element::forwarding_stack{},
+                     std::move(std::get<Is>(values_))...);
+  }
+
+  std::tuple<Vs...> values_;
+  caf::detail::type_erased_tuple_view<Vs...> view_;
+  std::optional<caf::mailbox_element_vals<Vs...>> element_;
+};
+
+} // namespace detail
+
 /// An actor that handles a message dispatched to it (driving_unit::
 /// dispatch()) itself, with what it needs of CAF's activation around its
 /// handler: in_place_actor.hpp says what it skips, and why that is safe.
 class in_place_handler {
 public:
   /// Handles `x` on the calling thread as scheduled_actor::activate(unit,
-  /// x) would.
-  virtual void handle_in_place(caf::execution_unit* unit, caf::mailbox_element& x) = 0;
+  /// x.element()) would.
+  virtual void handle_in_place(caf::execution_unit* unit, in_place_message& x) = 0;
 
   /// True while one of its handlers runs in place: a message to it then
   /// waits (its mailbox stays blocked meanwhile, so can_dispatch() asks
@@ -248,12 +300,12 @@ public:
   }
   template <class... Ts>
   void dispatch(const in_place_target& to, nesting hosts, Ts&&... xs) {
-    // The element lives on this stack: a dispatched message is handled
-    // here and now and never queued, so it needs no heap copy (CAF's
+    // The values live on this stack: a dispatched message is handled here
+    // and now and never queued, so it needs no heap copy (CAF's
     // make_mailbox_element allocates one and frees it after the handler:
-    // about 170 instructions a message).
-    caf::mailbox_element_vals<typename caf::detail::strip_and_convert<Ts>::type...> element{
-      nullptr, caf::make_message_id(), {}, std::forward<Ts>(xs)...};
+    // about 170 instructions a message), nor, when the actor matches it
+    // itself, a mailbox element at all (about 80 more: in_place_message).
+    detail::in_place_values<typename caf::detail::strip_and_convert<Ts>::type...> message{std::forward<Ts>(xs)...};
     // A drain() from the handler leaves what it queued to ours (or to the
     // caller's, for a nested dispatch); the host is put back after.
     bool outer_draining = draining_.load(std::memory_order_relaxed);
@@ -263,7 +315,7 @@ public:
     to.handler->running_in_place_ = true;
     {
       driver_scope driving{*this};
-      to.handler->handle_in_place(this, element);
+      to.handler->handle_in_place(this, message);
     }
     to.handler->running_in_place_ = false;
     draining_.store(outer_draining, std::memory_order_relaxed);

@@ -64,9 +64,9 @@ public:
     return caf::invoke_message_result::consumed;
   }
 
-  void handle_in_place(caf::execution_unit* unit, caf::mailbox_element& x) override {
+  void handle_in_place(caf::execution_unit* unit, in_place_message& x) override {
     if (!started_) {
-      this->activate(unit, x);
+      this->activate(unit, x.element());
       return;
     }
     this->context(unit);
@@ -80,7 +80,7 @@ public:
       this->finalize();
       return;
     }
-    this->activate(unit, x);
+    this->activate(unit, x.element());
   }
 
 protected:
