@@ -456,6 +456,10 @@ private:
   std::vector<int> writing_; ///< write_queued()'s snapshot of queued_to_, kept for its capacity
   std::vector<char> queued_flag_;
   bool queued_to_all_ = false;
+  /// By rank: the pass (passes_) in which its link last had a turn; a
+  /// full pass reads a link once (progress()).
+  std::vector<uint64_t> turned_in_pass_;
+  uint64_t passes_ = 0;
   // channels_to_visit()'s scratch, kept to reuse its capacity.
   std::vector<transport::channel*> visit_;
   std::vector<struct pollfd> poll_fds_;
