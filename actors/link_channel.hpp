@@ -21,7 +21,7 @@
 ///   (the op's handler runs nested in it: a 2-rank ring answers on the
 ///   link it read from), the chunk waits here, in order, and is handled in
 ///   place right after the turn: where CAF's mailbox would run it, for
-///   some 250 instructions instead of 2,100. Behind mail of its own it
+///   some 400 instructions instead of 2,100. Behind mail of its own it
 ///   goes through the mailbox; to a link whose actor ended, the leader
 ///   queues it itself (the closed channel refuses it).
 

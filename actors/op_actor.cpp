@@ -243,6 +243,14 @@ std::unique_ptr<op_actors::slot> op_actors::take() {
     s->target = {actor, actor};
     if (supervise_)
       supervise_(s->actor);
+    // Its first run (CAF's launch: make_behavior) now, not at the next
+    // drain, so that its first message, the op's start, finds it idle and
+    // is dispatched in place like any other. From its mailbox, the start's
+    // handler would run with no host for its chunk messages, and the op
+    // would hear by a message what a small frame's chunk tells it in place
+    // (a message more for a new actor's first op). A drain already
+    // running (a start sent from a handler) takes it after that handler.
+    unit_.drain();
   } else {
     s = std::move(idle_.back());
     idle_.pop_back();

@@ -303,10 +303,10 @@ bool engine::progress(leadership&) {
   moved |= write_queued();
   const auto& visit = channels_to_visit(now);
   for (auto* c : visit) {
-    // A link whose turn wrote above was read in it too: read again at
-    // once, a socket has mostly nothing yet (an empty read, a system call
-    // per op more than one read a pass: a 2-rank 4 B allreduce over TCP
-    // made 2.1 reads an op), and the next pass reads it anyway.
+    // A link whose turn came above (its frames written first) was read in
+    // that turn: a second read right away mostly finds nothing, a system
+    // call for no bytes (a 2-rank 4 B allreduce over TCP made 2.05 reads
+    // an op, 1.16 without it), and the next pass reads it anyway.
     if (c->current() != transport::channel::state::open
         || turned_in_pass_[static_cast<std::size_t>(c->peer())] == passes_)
       continue;
