@@ -69,6 +69,7 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   // thread that leads the engine (pass()); start_actors() says what a
   // message from another thread does.
   unit_ = std::make_shared<driving_unit>(*init_.system);
+  idle_unit_ = std::make_shared<driving_unit>(*init_.system);
   // Op actors are monitored by the supervisor (spawned below, before any
   // op): one message per actor of the pool, not per op.
   auto supervise = [this](const op_handle& a) {
@@ -116,6 +117,7 @@ comm_core::~comm_core() {
   // An actor finalize did not wait for may still get a message: it runs on
   // a CAF worker from now on.
   unit_->detach();
+  idle_unit_->detach();
 }
 
 void comm_core::start_actors() {
@@ -274,6 +276,10 @@ bool comm_core::lead_until(driver_kind who, const std::function<bool()>& done, c
         idle_since = t;
         continue;
       }
+      // Nothing moved: the peers' frames are on their way. What waits for
+      // an idle moment (a batch of metrics to fold) runs in that wait.
+      if (idle_unit_->drain() > 0)
+        continue;
       // The peers' frames are usually microseconds away: spin briefly,
       // yielding so a peer that shares this core can run, then sleep in
       // the kernel until a connection is ready.
@@ -305,6 +311,8 @@ comm_core::actor_turn comm_core::drive_as_actor(const std::function<void()>& wak
     if (!m || engine_->completions_pending(lead))
       break;
   }
+  if (!moved)
+    idle_unit_->drain(); // as in lead_until()
   t = now();
   if (moved)
     idle_since = t;
@@ -361,6 +369,7 @@ void comm_core::kick() {
     if (!lead)
       return;
     pass(lead);
+    idle_unit_->drain(); // nobody led: an idle moment (the watchdog's tick, say)
     lead.release();
     std::atomic_thread_fence(std::memory_order_seq_cst); // as in let_go()
     if (!unit_->foreign_jobs_waiting())

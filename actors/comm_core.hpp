@@ -166,6 +166,9 @@ public:
   /// timer is due. Nothing happens when another thread leads.
   actor_turn drive_as_actor(const std::function<void()>& wake, clock::time_point& idle_since);
   engine& eng() noexcept { return *engine_; }
+  /// Where its ops' completions send the metrics actor their batches
+  /// (work_state, metrics_feed::add): idle_unit_.
+  driving_unit& idle_unit() noexcept { return *idle_unit_; }
   const comm_core_init& init() const noexcept { return init_; }
   /// The actors (null once finalized), for inspection.
   const progress_handle& progress_actor() const noexcept { return progress_; }
@@ -258,6 +261,14 @@ private:
   /// (driven_actor.hpp), and the op actors; declared before the engine,
   /// which hands them its ops, so they outlive it.
   std::shared_ptr<driving_unit> unit_;
+  /// Work that waits for the driver's idle moments: the metrics actor,
+  /// when a batch of this communicator's ops reaches it. Drained by the
+  /// engine's leader only when it has nothing else to do (a pass that
+  /// moved nothing, while the peers' frames are on their way; a kick while
+  /// nobody led), so a fold never delays a frame that could move; never
+  /// woken (a batch that waits too long is folded by the next op that
+  /// finishes: metrics_feed::max_waiting_batches).
+  std::shared_ptr<driving_unit> idle_unit_;
   std::unique_ptr<op_actors> op_actors_;
   /// The board ops' actors and their unit, driven by whoever holds
   /// board_mutex_ (the board runs beside the engine).

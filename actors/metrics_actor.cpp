@@ -35,8 +35,9 @@ metrics_feed::metrics_feed(metrics_handle actor) : filling_(new_batch()), actor_
 
 metrics_feed::~metrics_feed() { stop(); }
 
-void metrics_feed::add(const op_metrics& metrics, bool failed) {
+void metrics_feed::add(const op_metrics& metrics, bool failed, driving_unit* unit) {
   finished_batch_ptr full;
+  finished_batch_ptr overdue; // the oldest batch left unfolded too long
   metrics_handle actor; // stop() may take actor_ away once the lock is released
   {
     std::lock_guard<std::mutex> guard{mutex_};
@@ -47,10 +48,19 @@ void metrics_feed::add(const op_metrics& metrics, bool failed) {
     // Folded batches leave from the front (the actor takes them in order).
     while (!sent_.empty() && sent_.front()->folded.load(std::memory_order_acquire))
       sent_.pop_front();
+    if (sent_.size() >= max_waiting_batches) {
+      overdue = std::move(sent_.front());
+      sent_.pop_front();
+    }
     sent_.push_back(full);
     actor = actor_;
   }
-  caf::anon_send(actor, finished_atom::value, std::move(full));
+  if (overdue) // before the newer ones: the actor folds in order, and skips it then
+    metrics_registry::fold(*overdue);
+  if (unit != nullptr)
+    unit->deliver(actor, finished_atom::value, std::move(full));
+  else
+    caf::anon_send(actor, finished_atom::value, std::move(full));
 }
 
 void metrics_feed::fold_pending() {

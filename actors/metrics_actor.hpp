@@ -1,11 +1,15 @@
 #pragma once
-/// The metrics actor: one per runtime, on CAF's workers. The ops of the
-/// runtime's communicators reach it as completion messages, a batch of
+/// The metrics actor: one per runtime. The ops of the runtime's
+/// communicators reach it as completion messages, a batch of
 /// `metrics_feed::batch_ops` at a time, and it folds them into the
 /// process's metrics (collectives/observability): so an op's own thread
 /// only appends its metrics to a batch, and the folding (the registry's
-/// lock, its maps and latency windows) happens off the op's path, one lock
-/// per batch.
+/// lock, its maps and latency windows) happens once a batch, one lock per
+/// batch. The actor runs where add() sends it from: a communicator's idle
+/// unit (comm_core::idle_unit()), which its engine's leader drains when it
+/// waits for its peers anyway. So a fold (a few microseconds once in 256
+/// ops) runs on the thread that drives the communicator, in a wait, and no
+/// thread is woken for it.
 ///
 /// get_metrics() and reset_metrics() count every op finished before the
 /// call: the feed is a pending_ops source, whose fold_pending() folds the
@@ -13,6 +17,7 @@
 /// thread (a batch is folded once, by whoever comes first), so a reader
 /// never waits for the actor.
 
+#include "actors/driving_unit.hpp"
 #include "actors/messages.hpp"
 
 #include <caf/actor_system.hpp>
@@ -25,9 +30,16 @@ namespace mccl::actors {
 
 class metrics_feed : public metrics_registry::pending_ops {
 public:
-  /// Ops per completion message: the message (a push to a CAF worker's
-  /// queue, at times a wake-up) is paid once per batch, not per op.
+  /// Ops per completion message: the message and the fold's lock are paid
+  /// once per batch, not per op.
   static constexpr std::size_t batch_ops = 256;
+  /// Full batches the actor may leave unfolded: beyond them, add() folds
+  /// the oldest itself. The actor runs on one unit at a time, and a unit
+  /// whose communicator does not wait (its ops all on the host board, or
+  /// none at all) is drained only by its watchdog's ticks, while other
+  /// communicators may finish a batch a millisecond: this bounds what is
+  /// held.
+  static constexpr std::size_t max_waiting_batches = 4;
 
   /// Spawns the metrics actor on `sys` and registers the feed with the
   /// registry (watch_pending).
@@ -38,8 +50,15 @@ public:
   ~metrics_feed() override;
 
   /// An op finished: its metrics join the batch being filled; a full batch
-  /// goes to the actor. Any thread; never blocks beyond a short lock.
-  void add(const op_metrics& metrics, bool failed);
+  /// goes to the actor, from `unit`: the idle unit of the communicator
+  /// whose op it was, so that the actor, when idle, runs at that unit's
+  /// next drain instead of waking one of CAF's workers, which on a machine
+  /// whose cores all drive ranks took a core from one of them (a wake-up
+  /// and two context switches a batch: 2-rank 4 B allreduces over TCP had
+  /// a p99 of 13-38 us against 9-15 without). Null: CAF's scheduler runs
+  /// it. Any thread; never blocks beyond a short lock (and a fold when
+  /// more than max_waiting_batches wait).
+  void add(const op_metrics& metrics, bool failed, driving_unit* unit);
 
   void fold_pending() override;
 

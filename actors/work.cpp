@@ -7,8 +7,8 @@
 namespace mccl {
 
 work_state::work_state(std::chrono::milliseconds deadline_hint, std::string op,
-                       std::shared_ptr<actors::metrics_feed> metrics)
-  : feed_(std::move(metrics)), bound_(deadline_hint + std::chrono::seconds(10)) {
+                       std::shared_ptr<actors::metrics_feed> metrics, actors::driving_unit& unit)
+  : feed_(std::move(metrics)), unit_(&unit), bound_(deadline_hint + std::chrono::seconds(10)) {
   metrics_.op = std::move(op);
 }
 
@@ -45,7 +45,7 @@ void work_state::finish(errc code, std::string message, op_report* r) {
       metrics_registry::count_thread_wakeup();
   }
   cv_.notify_all();
-  feed_->add(metrics_, code != errc::none);
+  feed_->add(metrics_, code != errc::none, unit_);
   for (auto& cb : callbacks)
     cb();
 }

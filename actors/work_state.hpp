@@ -20,6 +20,7 @@
 namespace mccl {
 
 namespace actors {
+class driving_unit;
 class metrics_feed;
 }
 
@@ -28,9 +29,11 @@ class work_state : public op_completion {
 public:
   /// `op`: what metrics name the op ("allreduce", a custom collective's
   /// name); `metrics`: where its metrics go once it is done (its runtime's
-  /// metrics actor), not null.
+  /// metrics actor), not null; `unit`: where the communicator that
+  /// completes it runs the metrics actor (metrics_feed::add,
+  /// comm_core::idle_unit()), which outlives its ops' completions.
   work_state(std::chrono::milliseconds deadline_hint, std::string op,
-             std::shared_ptr<actors::metrics_feed> metrics);
+             std::shared_ptr<actors::metrics_feed> metrics, actors::driving_unit& unit);
 
   /// From the engine, once; later calls are ignored.
   void complete(op_report report) override;
@@ -71,6 +74,7 @@ private:
   driver_fn driver_;
   op_metrics metrics_;
   std::shared_ptr<actors::metrics_feed> feed_;
+  actors::driving_unit* unit_;
   std::chrono::milliseconds bound_;
 };
 

@@ -19,7 +19,7 @@ work communicator::impl::submit(op_ptr req, const op_options& opts) {
                                                   : reinterpret_cast<std::uintptr_t>(op.recv));
   op.timeout = op_timeout();
   auto state = std::make_shared<work_state>(op.timeout, op.kind == op_kind::custom ? op.name : to_string(op.kind),
-                                            rt->metrics);
+                                            rt->metrics, core->idle_unit());
   work w(state);
   if (fault_report) {
     // The op's outcome goes to the fault report once it is done.

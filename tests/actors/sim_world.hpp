@@ -276,7 +276,7 @@ public:
     auto op = std::make_shared<issued_op>(std::move(req));
     auto w = std::make_shared<work_state>(cfg_.timeout,
                                           op->kind == op_kind::custom ? op->name : to_string(op->kind),
-                                          metrics_);
+                                          metrics_, core(rank).idle_unit());
     core(rank).submit(std::move(op), w);
     return w;
   }
