@@ -21,6 +21,15 @@ std::unique_ptr<caf::actor_system_config> make_system_config(const config& cfg) 
   // should cost no CPU, and on small machines several ranks share cores.
   c->set("scheduler.max-threads", static_cast<size_t>(cfg.worker_threads));
   c->set("work-stealing.moderate-poll-attempts", static_cast<size_t>(0));
+  // An idle worker sleeps on its queue's condition variable, which a job
+  // queued for it signals; the timeout only lets it steal another
+  // worker's jobs. CAF's default of 10 ms woke each idle worker 100 times
+  // a second, and on a host whose cores all run ranks each wake-up takes
+  // a core from a rank for a moment: 32 ranks on 32 cores made some 200
+  // worker wake-ups a second per rank. A second bounds how long a job may
+  // wait behind a busy worker while another sleeps (mccl's actors never
+  // block a worker for long: the progress actor's turns are bounded).
+  c->set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::seconds(1)});
   // A progress actor that drives the engine re-enqueues itself; a small
   // throughput lets other actors run in between on the same worker.
   c->set("scheduler.max-throughput", static_cast<size_t>(8));
