@@ -70,6 +70,7 @@ comm_core::comm_core(comm_core_init init) : init_(std::move(init)) {
   // message from another thread does.
   unit_ = std::make_shared<driving_unit>(*init_.system);
   idle_unit_ = std::make_shared<driving_unit>(*init_.system);
+  shortest_timeout_ms_.store(init_.cfg.timeout.count());
   // Op actors are monitored by the supervisor (spawned below, before any
   // op): one message per actor of the pool, not per op.
   auto supervise = [this](const op_handle& a) {
@@ -195,6 +196,8 @@ void comm_core::submit(op_ptr op, const std::shared_ptr<work_state>& work) {
   {
     std::lock_guard<std::mutex> guard{submit_mutex_};
     op->id = next_id_++;
+    if (op->timeout.count() < shortest_timeout_ms_.load(std::memory_order_relaxed))
+      shortest_timeout_ms_.store(op->timeout.count(), std::memory_order_relaxed); // under submit_mutex_
     if (op->kind == op_kind::send)
       op->seq = next_message_[static_cast<std::size_t>(op->root)]++;
     else if (op->kind != op_kind::recv) {
@@ -392,6 +395,15 @@ void comm_core::actors_have_mail() {
 void comm_core::check() {
   engine_->post_check();
   kick();
+}
+
+std::chrono::milliseconds comm_core::health_interval() const {
+  using ms = std::chrono::milliseconds;
+  auto idle = std::max(init_.cfg.heartbeat / 4, ms(1));
+  if (engine_->idle())
+    return idle;
+  auto busy = ms(shortest_timeout_ms_.load(std::memory_order_relaxed) / 50);
+  return std::max(std::min(busy, idle), std::min(idle, ms(20)));
 }
 
 void comm_core::abort(const std::string& reason) {

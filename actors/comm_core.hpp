@@ -155,6 +155,16 @@ public:
   void kick();
   /// The watchdog's tick: check deadlines and liveness now.
   void check();
+  /// How soon the watchdog should tick again for this communicator. Its
+  /// engine fails an op past its deadline, and declares a silent peer dead,
+  /// only in a check, so the interval bounds how late either comes: with
+  /// ops in flight, a fiftieth of the shortest op timeout it has been
+  /// given (at least 20 ms; at most a quarter heartbeat interval, as when
+  /// idle); idle, a quarter heartbeat interval (its heartbeats go out in
+  /// the checks' passes). A tick wakes the clock's thread and a CAF worker,
+  /// which on a host whose cores all run ranks takes a core from a rank:
+  /// the 20 ms it always was while busy made some 60 of each a second.
+  std::chrono::milliseconds health_interval() const;
   /// What the progress actor does after its turn.
   struct actor_turn {
     bool more = false;        ///< ops are left: come back
@@ -269,6 +279,9 @@ private:
   /// woken (a batch that waits too long is folded by the next op that
   /// finishes: metrics_feed::max_waiting_batches).
   std::shared_ptr<driving_unit> idle_unit_;
+  /// The shortest timeout of an op submitted to the engine so far
+  /// (health_interval()), in milliseconds; only ever lowered.
+  std::atomic<std::chrono::milliseconds::rep> shortest_timeout_ms_;
   std::unique_ptr<op_actors> op_actors_;
   /// The board ops' actors and their unit, driven by whoever holds
   /// board_mutex_ (the board runs beside the engine).

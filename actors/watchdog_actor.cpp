@@ -10,9 +10,9 @@ namespace mccl::actors {
 
 namespace {
 
-/// Deadlines are checked this often while ops run; an op fails at most
-/// this late.
-constexpr auto busy_tick = std::chrono::milliseconds(20);
+/// The first tick after a communicator registers; later ones come when
+/// the communicators ask (comm_core::health_interval).
+constexpr auto first_tick = std::chrono::milliseconds(20);
 
 struct watchdog_state {
   std::map<uint64_t, core_ref> watched;
@@ -38,9 +38,7 @@ void tick(watchdog_self self) {
       continue;
     }
     core->check();
-    interval = std::min(interval, core->eng().idle()
-                                    ? std::max(core->cfg().heartbeat / 4, std::chrono::milliseconds(1))
-                                    : busy_tick);
+    interval = std::min(interval, core->health_interval());
     ++i;
   }
   if (!watched.empty())
@@ -52,7 +50,7 @@ watchdog_handle::behavior_type watchdog_actor(watchdog_self self) {
     [self](watch_atom, uint64_t key, core_ref& core) {
       self->state.watched[key] = std::move(core);
       if (!self->state.ticking)
-        schedule(self, busy_tick);
+        schedule(self, first_tick);
     },
     [self](unwatch_atom, uint64_t key) { self->state.watched.erase(key); },
     [self](tick_atom) { tick(self); },

@@ -15,9 +15,11 @@
 ///   (comm_core::check) runs one when nothing else does: a live rank
 ///   always sends.
 ///
-/// Ticks come every 20 ms while an op is in flight somewhere (an op fails
-/// at most that late), every quarter heartbeat interval otherwise, and not
-/// at all once nothing is registered.
+/// Ticks come as often as the most demanding communicator asks
+/// (comm_core::health_interval): with ops in flight, a fiftieth of the
+/// shortest op timeout it was given, at least 20 ms and at most a quarter
+/// heartbeat interval (an op fails at most that late); idle, every quarter
+/// heartbeat interval; not at all once nothing is registered.
 
 #include "actors/messages.hpp"
 

@@ -115,4 +115,45 @@ TEST_F(LivenessSim, ARankWhoseBytesStopArrivingIsNamedByEveryPeer) {
   EXPECT_GE(elapsed - frozen_at, limit - heartbeat) << "declared dead before the limit";
 }
 
+TEST_F(LivenessSim, TheWatchdogTicksAsOftenAsTheShortestOpTimeoutAndTheHeartbeatAsk) {
+  auto cfg = liveness_config();
+  cfg.heartbeat = 1000ms;
+  auto& w = make_world(2, cfg);
+  auto& core = w.core(0);
+  // Idle: a quarter heartbeat interval.
+  EXPECT_EQ(core.health_interval(), 250ms);
+  // Busy under the configured timeout (an hour): no more often than idle.
+  std::vector<float> buf(4);
+  auto recv = [&](std::chrono::milliseconds timeout) {
+    op_request r;
+    r.kind = op_kind::recv;
+    r.recv = buf.data();
+    r.count = buf.size();
+    r.type = dtype::float32;
+    r.root = 1;
+    r.tag = 7;
+    r.timeout = timeout;
+    return w.submit(0, std::move(r)); // rank 1 never sends: it stays in flight
+  };
+  auto first = recv(0ms);
+  ASSERT_TRUE(w.settle());
+  EXPECT_EQ(core.health_interval(), 250ms);
+  // An op that may take 5 s fails at most 100 ms late.
+  auto second = recv(5000ms);
+  ASSERT_TRUE(w.settle());
+  EXPECT_EQ(core.health_interval(), 100ms);
+  // Never more often than every 20 ms.
+  auto third = recv(200ms);
+  ASSERT_TRUE(w.settle());
+  EXPECT_EQ(core.health_interval(), 20ms);
+  // And it fails within its timeout plus that tick.
+  for (int i = 0; i < 20 && !third->done(); ++i) {
+    sched.advance_time(20ms);
+    ASSERT_TRUE(w.settle());
+  }
+  ASSERT_TRUE(third->done());
+  ASSERT_TRUE(third->failure().has_value());
+  EXPECT_EQ(third->failure()->code(), errc::timeout) << third->failure()->what();
+}
+
 } // namespace
