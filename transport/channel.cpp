@@ -60,26 +60,26 @@ bool channel::send(const wire::frame_header& h, const uint8_t* data, std::size_t
     queue_kept(kept, true, ref);
     return true;
   }
-  tx_item item;
+  // Built where it is queued: an entry is some 200 bytes, which a move
+  // would copy once more.
+  auto& item = txq_.emplace_back();
   wire::encode_header(hdr, item.header);
   item.len = len;
   item.ref = ref;
-  item.data = data;
-  item.data_frame = true;
-  txq_.push_back(std::move(item));
   // Written by progress(), the link actor's turn, which comes in the same
   // pass. A tiny payload is copied into its queue entry, so it leaves the
   // sender's memory now and the sender hears so at once (for an op actor
   // that is one message less per tiny frame: its own handler takes the
   // news in place); a larger one is reported once written.
-  if (len <= inline_payload_bytes) {
-    auto& queued = txq_.back();
-    if (len > 0) // a frame without payload may come with no pointer at all
-      std::memcpy(queued.inline_payload, data, len);
-    queued.data = queued.inline_payload;
-    queued.data_frame = false;
-    listener_.on_sent(opts_.peer, ref);
+  if (len > inline_payload_bytes) {
+    item.data = data;
+    item.data_frame = true;
+    return true;
   }
+  if (len > 0) // a frame without payload may come with no pointer at all
+    std::memcpy(item.inline_payload, data, len);
+  item.data = item.inline_payload;
+  listener_.on_sent(opts_.peer, ref);
   return true;
 }
 
