@@ -34,7 +34,6 @@
 #include <caf/actor_config.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/execution_unit.hpp>
-#include <caf/detail/type_erased_tuple_view.hpp>
 #include <caf/mailbox_element.hpp>
 #include <caf/resumable.hpp>
 #include <caf/scheduled_actor.hpp>
@@ -51,6 +50,7 @@
 #include <thread>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -74,15 +74,30 @@ enum class nesting : unsigned char {
   link_chunks,
 };
 
+/// A message of a single value, as an in-place actor's handlers match it
+/// (in_place_actor.hpp): the value's type and where it is. Empty (no type)
+/// for any other message.
+struct one_value {
+  const std::type_info* type = nullptr;
+  void* value = nullptr;
+
+  template <class T>
+  T& as() const noexcept {
+    return *static_cast<T*>(value);
+  }
+};
+
 /// A message dispatched in place (driving_unit::dispatch()): its values,
-/// which live on the dispatcher's stack, seen through CAF's type-erased
-/// view, and a mailbox element made of them only when the actor takes the
-/// message CAF's way (its first run, a message it does not match itself).
+/// which live on the dispatcher's stack, and a mailbox element made of them
+/// only when the actor takes the message CAF's way (its first run, a
+/// message it does not match itself).
 class in_place_message {
 public:
-  virtual caf::type_erased_tuple& content() noexcept = 0;
+  /// Its value, when it has one: typed at compile time, so matching it
+  /// takes a pointer comparison instead of the type-erased view's calls.
+  virtual one_value value() noexcept = 0;
   /// The values as a mailbox element, for scheduled_actor::activate(); the
-  /// values move into it, so content() is not read afterwards.
+  /// values move into it, so value() is not read afterwards.
   virtual caf::mailbox_element& element() = 0;
 
 protected:
@@ -95,10 +110,14 @@ template <class... Vs>
 class in_place_values final : public in_place_message {
 public:
   template <class... Ts>
-  explicit in_place_values(Ts&&... xs)
-    : values_(std::forward<Ts>(xs)...), view_(view_of(std::index_sequence_for<Vs...>{})) {}
+  explicit in_place_values(Ts&&... xs) : values_(std::forward<Ts>(xs)...) {}
 
-  caf::type_erased_tuple& content() noexcept override { return view_; }
+  one_value value() noexcept override {
+    if constexpr (sizeof...(Vs) == 1)
+      return {&typeid(std::tuple_element_t<0, std::tuple<Vs...>>), &std::get<0>(values_)};
+    else
+      return {};
+  }
   caf::mailbox_element& element() override {
     if (!element_)
       make_element(std::index_sequence_for<Vs...>{});
@@ -107,17 +126,12 @@ public:
 
 private:
   template <std::size_t... Is>
-  caf::detail::type_erased_tuple_view<Vs...> view_of(std::index_sequence<Is...>) {
-    return {std::get<Is>(values_)...};
-  }
-  template <std::size_t... Is>
   void make_element(std::index_sequence<Is...>) {
     element_.emplace(nullptr, caf::make_message_id(), caf::mailbox_element::forwarding_stack{},
                      std::move(std::get<Is>(values_))...);
   }
 
   std::tuple<Vs...> values_;
-  caf::detail::type_erased_tuple_view<Vs...> view_;
   std::optional<caf::mailbox_element_vals<Vs...>> element_;
 };
 

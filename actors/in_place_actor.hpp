@@ -7,9 +7,9 @@
 /// general consume() and activate() add that these never need.
 ///
 /// Derived provides:
-///   bool handled(caf::type_erased_tuple& m): runs the handler of `m` when
-///     it is one of those messages; false when it is not (it then goes
-///     CAF's way: an exit, a down, a request);
+///   bool handled(const one_value& m): runs the handler of `m` when it is
+///     one of those messages; false when it is not (it then goes CAF's
+///     way: an exit, a down, a request);
 ///   caf::error failed_with(const std::exception_ptr& x): what escaped a
 ///     handler; the actor ends with the error returned (its exception
 ///     handler's error, for a message from the mailbox);
@@ -53,13 +53,24 @@ inline std::string what_escaped(const std::exception_ptr& x) {
   }
 }
 
+/// A mailbox element's content as one value of a type of mccl's (CAF's
+/// built-in types, atoms among them, are left to CAF), or empty.
+inline one_value one_value_of(caf::type_erased_tuple& m) {
+  if (m.size() != 1)
+    return {};
+  auto type = m.type(0);
+  if (type.first != 0 || type.second == nullptr)
+    return {};
+  return {type.second, m.get_mutable(0)};
+}
+
 template <class Derived, class Base>
 class in_place_actor : public Base, public in_place_handler {
 public:
   using Base::Base;
 
   caf::invoke_message_result consume(caf::mailbox_element& x) override {
-    if (!self().handled(x.content()))
+    if (!self().handled(one_value_of(x.content())))
       return Base::consume(x);
     return caf::invoke_message_result::consumed;
   }
@@ -71,7 +82,7 @@ public:
     }
     this->context(unit);
     try {
-      if (self().handled(x.content()))
+      if (self().handled(x.value()))
         return;
     } catch (...) {
       // As CAF's reactivate(): the exception handler's error ends the actor.

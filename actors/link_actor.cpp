@@ -41,11 +41,10 @@ private:
   /// one of those types (CAF's type number 0: a custom type, named by its
   /// type_info, compared by address before by name, as op_actor.cpp
   /// explains).
-  bool handled(caf::type_erased_tuple& m) {
-    auto type = m.size() == 1 ? m.type(0) : caf::rtti_pair{1, nullptr};
-    if (type.first != 0 || type.second == nullptr)
+  bool handled(const one_value& m) {
+    if (m.type == nullptr)
       return false;
-    const std::type_info& t = *type.second;
+    const std::type_info& t = *m.type;
     bool turn = &t == &typeid(link_turn);
     bool chunk = !turn && &t == &typeid(chunk_out);
     if (!turn && !chunk) {
@@ -53,9 +52,9 @@ private:
       chunk = !turn && t == typeid(chunk_out);
     }
     if (turn)
-      on(m.get_as<link_turn>(0));
+      on(m.as<link_turn>());
     else if (chunk)
-      on(m.get_as<chunk_out>(0));
+      on(m.as<chunk_out>());
     return turn || chunk;
   }
 

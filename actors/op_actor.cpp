@@ -70,16 +70,15 @@ private:
   /// Runs the handler of `m` when it is one value of one of the five types
   /// (CAF's type number 0: a custom type, named by its type_info); false
   /// when it is not.
-  bool handled(caf::type_erased_tuple& m) {
-    auto type = m.size() == 1 ? m.type(0) : caf::rtti_pair{1, nullptr};
-    if (type.first != 0 || type.second == nullptr)
+  bool handled(const one_value& m) {
+    if (m.type == nullptr)
       return false;
-    switch (which(*type.second)) { // the chunk first: the most frequent
-      case 0: on(m.get_mutable_as<transport::received_frame>(0)); return true;
-      case 1: on(m.get_mutable_as<op_binding>(0)); return true;
-      case 2: on(m.get_as<frame_left>(0)); return true;
-      case 3: on(m.get_as<op_failure>(0)); return true;
-      case 4: on(m.get_mutable_as<board_binding>(0)); return true;
+    switch (which(*m.type)) { // the chunk first: the most frequent
+      case 0: on(m.as<transport::received_frame>()); return true;
+      case 1: on(m.as<op_binding>()); return true;
+      case 2: on(m.as<frame_left>()); return true;
+      case 3: on(m.as<op_failure>()); return true;
+      case 4: on(m.as<board_binding>()); return true;
       default: return false;
     }
   }

@@ -305,8 +305,8 @@ public:
   }
 
 private:
-  bool handled(caf::type_erased_tuple& m) {
-    if (m.size() != 1 || m.type(0).second == nullptr || *m.type(0).second != typeid(poke))
+  bool handled(const one_value& m) {
+    if (m.type == nullptr || *m.type != typeid(poke))
       return false;
     (*script_)();
     return true;
