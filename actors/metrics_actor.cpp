@@ -89,6 +89,12 @@ std::size_t metrics_feed::held() const {
   return n;
 }
 
+bool metrics_feed::actor_idle() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  auto* self = static_cast<caf::scheduled_actor*>(caf::actor_cast<caf::abstract_actor*>(actor_));
+  return self != nullptr && self->mailbox().blocked();
+}
+
 void metrics_feed::stop() {
   fold_pending();
   metrics_handle actor;

@@ -65,6 +65,9 @@ public:
   /// Ops handed over and not folded yet, by anyone (tests; at most about
   /// one batch while the actor keeps up).
   std::size_t held() const;
+  /// True while the actor waits for mail, so that the next batch queues it
+  /// on the unit it is sent from (tests).
+  bool actor_idle() const;
 
   /// Folds what is held and stops the actor (runtime teardown).
   void stop();

@@ -41,6 +41,19 @@ uint64_t counted() {
   return i == m.ops.end() ? 0 : i->second.ops;
 }
 
+/// Waits (at most 10 s) until the actor waits for mail, after it folded
+/// what it was sent from no unit: then it runs where its next batch is
+/// sent from.
+bool actor_idle(const metrics_feed& feed) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!feed.actor_idle()) {
+    if (std::chrono::steady_clock::now() > until)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 /// Waits (at most 10 s) until `feed` holds nothing the actor has not folded.
 bool drained_by_actor(const metrics_feed& feed, std::size_t left) {
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -79,7 +92,7 @@ TEST_F(MetricsActor, ABatchSentFromADrivingUnitIsFoldedByItsDrainOnTheDrivingThr
   for (std::size_t i = 0; i < metrics_feed::batch_ops; ++i)
     feed->add(metrics(), false, nullptr);
   ASSERT_TRUE(drained_by_actor(*feed, 0));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20)); // the worker's resume returns
+  ASSERT_TRUE(actor_idle(*feed)); // the worker's resume returned
   std::atomic<int> wakes{0};
   mccl::actors::driving_unit unit{sys_, [&] { ++wakes; }};
   {
@@ -114,7 +127,7 @@ TEST_F(MetricsActor, BatchesLeftWaitingOnAUnitNobodyDrainsAreFoldedByLaterOps) {
   for (std::size_t i = 0; i < metrics_feed::batch_ops; ++i) // the actor idles afterwards, as above
     feed->add(metrics(), false, nullptr);
   ASSERT_TRUE(drained_by_actor(*feed, 0));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(actor_idle(*feed));
   // The actor waits on this unit, which nobody drains (a communicator that
   // never waits for its peers): at most max_waiting_batches full batches
   // are held; each later one folds the oldest.
